@@ -1,0 +1,12 @@
+// The whole public API of addnorm's library in one include.
+#pragma once
+
+#include "addnorm/core/error.hpp"
+#include "addnorm/core/parallel.hpp"
+#include "addnorm/core/version.hpp"
+#include "addnorm/core/view.hpp"
+#include "addnorm/norm/batch_norm.hpp"
+#include "addnorm/norm/layer_norm.hpp"
+#include "addnorm/norm/reference.hpp"
+#include "addnorm/norm/rms_norm.hpp"
+#include "addnorm/norm/types.hpp"

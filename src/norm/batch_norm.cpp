@@ -1,0 +1,258 @@
+// BatchNorm forward (training and inference) and backward. See include/addnorm/norm/batch_norm.hpp.
+//
+// Column statistics are accumulated in double over the valid rows, with the columns split into
+// blocks across threads (each column is always summed by one thread, rows in order), so results
+// do not depend on the thread count. The elementwise passes run over rows.
+#include "addnorm/norm/batch_norm.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "addnorm/core/parallel.hpp"
+#include "check.hpp"
+#include "row_stats.hpp"
+#include "workspace.hpp"
+
+namespace addnorm {
+namespace {
+constexpr int64_t kMinWorkPerThread = int64_t{1} << 15;  // elements
+constexpr int64_t kColumnBlock = 64;                     // columns per block of the column passes
+
+bool is_valid(std::span<const uint8_t> mask, int64_t r) { return mask.empty() || mask[r] != 0; }
+
+int64_t count_valid(std::span<const uint8_t> mask, int64_t rows) {
+  if (mask.empty()) return rows;
+  int64_t n = 0;
+  for (uint8_t m : mask) n += m != 0 ? 1 : 0;
+  return n;
+}
+
+// Threads for a column pass: no more than there are column blocks.
+int column_threads(int64_t rows, int64_t d) {
+  const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
+  return static_cast<int>(std::min<int64_t>(threads_for(rows * d, kMinWorkPerThread), blocks));
+}
+
+// Per column over the valid rows: mean and variance (divides by n), corrected two-pass in double.
+// mean, var: (d) =
+template <class T>
+void column_mean_var(double* mean, double* var, View2D<const T> x, std::span<const uint8_t> mask, int64_t n) {
+  const int64_t rows = x.rows(), d = x.cols();
+  const double inv_n = 1.0 / static_cast<double>(n);
+  const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
+  const int nt = column_threads(rows, d);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t c0 = blk * kColumnBlock, c1 = std::min(d, c0 + kColumnBlock);
+    double s1[kColumnBlock] = {}, s2[kColumnBlock] = {};
+    for (int64_t c = c0; c < c1; ++c) mean[c] = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (!is_valid(mask, r)) continue;
+      const T* xr = x.row(r);
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) mean[c] += static_cast<double>(xr[c]);
+    }
+    for (int64_t c = c0; c < c1; ++c) mean[c] *= inv_n;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (!is_valid(mask, r)) continue;
+      const T* xr = x.row(r);
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) {
+        const double dev = static_cast<double>(xr[c]) - mean[c];
+        s1[c - c0] += dev;
+        s2[c - c0] += dev * dev;
+      }
+    }
+    for (int64_t c = c0; c < c1; ++c) {
+      const double shift = s1[c - c0] * inv_n;
+      mean[c] += shift;
+      var[c] = std::max(s2[c - c0] * inv_n - shift * shift, 0.0);
+    }
+  }
+}
+}  // namespace
+
+// y: (rows, d) =    mean, rstd: (d) =    running_mean, running_var: (d) updated (training) or read
+// x: (rows, d)    mask: (rows) or empty    gamma, beta: (d) or empty
+template <class T>
+void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd,
+                        std::span<stat_t<T>> running_mean, std::span<stat_t<T>> running_var,
+                        View2D<const T> x, std::span<const uint8_t> mask, std::span<const T> gamma,
+                        std::span<const T> beta, const BatchNormOptions& options) {
+  using C = compute_t<T>;
+  using S = stat_t<T>;
+  constexpr const char* fn = "batch_norm_forward";
+  detail::check_eps(options.eps, fn);
+  require(std::isfinite(options.momentum) && options.momentum >= 0 && options.momentum <= 1, fn,
+          "momentum must be in [0, 1], got ", options.momentum);
+  detail::check_d(x.cols(), fn, "x");
+  detail::check_same_shape(y, "y", x, "x", fn);
+  const int64_t rows = x.rows(), d = x.cols();
+  detail::check_size(mask, rows, true, fn, "mask");
+  detail::check_size(gamma, d, true, fn, "gamma");
+  detail::check_size(beta, d, true, fn, "beta");
+  detail::check_size(mean, d, true, fn, "mean");
+  detail::check_size(rstd, d, true, fn, "rstd");
+  detail::check_size(running_mean, d, true, fn, "running_mean");
+  detail::check_size(running_var, d, true, fn, "running_var");
+  require(running_mean.empty() == running_var.empty(), fn,
+          "running_mean and running_var must be given together");
+  const bool track = !running_mean.empty();
+
+  // Per column: m (mean as hi + lo), a = rstd * gamma, b = beta.
+  double* col_mean = detail::scratch<double, 0>(static_cast<size_t>(2 * d));
+  double* col_var = col_mean + d;
+  if (options.training) {
+    const int64_t n = count_valid(mask, rows);
+    require(n > 0, fn, "training needs at least one valid row; the mask of ", rows, " rows has none");
+    require(!track || n >= 2, fn, "updating running_var needs at least 2 valid rows, got ", n);
+    column_mean_var(col_mean, col_var, x, mask, n);
+    const double unbias = n >= 2 ? static_cast<double>(n) / static_cast<double>(n - 1) : 0.0;
+    for (int64_t c = 0; c < d && track; ++c) {
+      running_mean[c] = static_cast<S>((1 - options.momentum) * static_cast<double>(running_mean[c]) +
+                                       options.momentum * col_mean[c]);
+      running_var[c] = static_cast<S>((1 - options.momentum) * static_cast<double>(running_var[c]) +
+                                      options.momentum * col_var[c] * unbias);
+    }
+  } else {
+    require(track, fn, "inference needs running_mean and running_var");
+    for (int64_t c = 0; c < d; ++c) {
+      col_mean[c] = static_cast<double>(running_mean[c]);
+      col_var[c] = static_cast<double>(running_var[c]);
+    }
+  }
+  if (rows == 0) return;
+
+  C* m_hi = detail::scratch<C, 1>(static_cast<size_t>(4 * d));
+  C* m_lo = m_hi + d;
+  C* a = m_lo + d;
+  C* b = a + d;
+  for (int64_t c = 0; c < d; ++c) {
+    const double rs = 1.0 / std::sqrt(col_var[c] + options.eps);
+    if (!mean.empty()) mean[c] = static_cast<S>(col_mean[c]);
+    if (!rstd.empty()) rstd[c] = static_cast<S>(rs);
+    const detail::Split<C> m(col_mean[c]);
+    m_hi[c] = m.hi;
+    m_lo[c] = m.lo;
+    a[c] = static_cast<C>(gamma.empty() ? rs : rs * static_cast<double>(gamma[c]));
+    b[c] = beta.empty() ? C{0} : static_cast<C>(beta[c]);
+  }
+  const int nt = threads_for(rows * d, kMinWorkPerThread);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x.row(r);
+    T* yr = y.row(r);
+    if (!is_valid(mask, r)) {
+      std::fill(yr, yr + d, T{0});
+      continue;
+    }
+#pragma omp simd
+    for (int64_t c = 0; c < d; ++c)
+      yr[c] = static_cast<T>(((static_cast<C>(xr[c]) - m_hi[c]) - m_lo[c]) * a[c] + b[c]);
+  }
+}
+
+// dx: (rows, d) =    dgamma, dbeta: (d) +=    dy, x: (rows, d)    mask: (rows) or empty
+// mean, rstd: (d) as saved by the training forward    gamma: (d) or empty
+//
+// Derivative, per column over the n valid rows, with x_hat = (x - mean) * rstd and g = gamma * dy:
+//   dL/dx_r = rstd * (g_r - mean_valid(g) - x_hat_r * mean_valid(g * x_hat))
+template <class T>
+void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
+                         View2D<const T> x, std::span<const uint8_t> mask,
+                         std::span<const stat_t<T>> mean, std::span<const stat_t<T>> rstd,
+                         std::span<const T> gamma) {
+  using C = compute_t<T>;
+  constexpr const char* fn = "batch_norm_backward";
+  detail::check_d(x.cols(), fn, "x");
+  detail::check_same_shape(dy, "dy", x, "x", fn);
+  detail::check_same_shape(dx, "dx", x, "x", fn);
+  const int64_t rows = x.rows(), d = x.cols();
+  detail::check_size(mask, rows, true, fn, "mask");
+  detail::check_size(gamma, d, true, fn, "gamma");
+  detail::check_size(dgamma, d, true, fn, "dgamma");
+  detail::check_size(dbeta, d, true, fn, "dbeta");
+  detail::check_size(mean, d, false, fn, "mean");
+  detail::check_size(rstd, d, false, fn, "rstd");
+  require(dgamma.empty() || !gamma.empty(), fn, "dgamma requested but gamma is absent");
+  if (rows == 0) return;
+  const int64_t n = count_valid(mask, rows);
+  require(n > 0, fn, "the mask of ", rows, " rows has no valid row");
+
+  // Per column: sums of g * x_hat, g, dy * x_hat and dy over the valid rows.
+  double* sums = detail::scratch<double, 0>(static_cast<size_t>(4 * d));
+  const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
+  const int ct = column_threads(rows, d);
+#pragma omp parallel for schedule(static) num_threads(ct) if (ct > 1)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t c0 = blk * kColumnBlock, c1 = std::min(d, c0 + kColumnBlock);
+    double sgx[kColumnBlock] = {}, sg[kColumnBlock] = {}, sdx[kColumnBlock] = {}, sd[kColumnBlock] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      if (!is_valid(mask, r)) continue;
+      const T* xr = x.row(r);
+      const T* dyr = dy.row(r);
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) {
+        const double xh = (static_cast<double>(xr[c]) - static_cast<double>(mean[c])) * static_cast<double>(rstd[c]);
+        const double dyc = static_cast<double>(dyr[c]);
+        const double g = gamma.empty() ? dyc : dyc * static_cast<double>(gamma[c]);
+        sgx[c - c0] += g * xh;
+        sg[c - c0] += g;
+        sdx[c - c0] += dyc * xh;
+        sd[c - c0] += dyc;
+      }
+    }
+    for (int64_t c = c0; c < c1; ++c) {
+      sums[c] = sgx[c - c0];
+      sums[d + c] = sg[c - c0];
+      sums[2 * d + c] = sdx[c - c0];
+      sums[3 * d + c] = sd[c - c0];
+    }
+  }
+  const double inv_n = 1.0 / static_cast<double>(n);
+  C* k1 = detail::scratch<C, 1>(static_cast<size_t>(5 * d));
+  C* k2 = k1 + d;
+  C* m = k2 + d;
+  C* s = m + d;
+  C* gm = s + d;
+  for (int64_t c = 0; c < d; ++c) {
+    k1[c] = static_cast<C>(sums[c] * inv_n);
+    k2[c] = static_cast<C>(sums[d + c] * inv_n);
+    m[c] = static_cast<C>(mean[c]);
+    s[c] = static_cast<C>(rstd[c]);
+    gm[c] = gamma.empty() ? C{1} : static_cast<C>(gamma[c]);
+    if (!dgamma.empty()) dgamma[c] = static_cast<T>(static_cast<double>(dgamma[c]) + sums[2 * d + c]);
+    if (!dbeta.empty()) dbeta[c] = static_cast<T>(static_cast<double>(dbeta[c]) + sums[3 * d + c]);
+  }
+  const int nt = threads_for(rows * d, kMinWorkPerThread);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x.row(r);
+    const T* dyr = dy.row(r);
+    T* dxr = dx.row(r);
+    if (!is_valid(mask, r)) {
+      std::fill(dxr, dxr + d, T{0});
+      continue;
+    }
+#pragma omp simd
+    for (int64_t c = 0; c < d; ++c) {
+      const C xh = (static_cast<C>(xr[c]) - m[c]) * s[c];
+      dxr[c] = static_cast<T>(s[c] * (static_cast<C>(dyr[c]) * gm[c] - k2[c] - xh * k1[c]));
+    }
+  }
+}
+
+#define ADDNORM_INSTANTIATE(T)                                                                        \
+  template void batch_norm_forward<T>(View2D<T>, std::span<stat_t<T>>, std::span<stat_t<T>>,        \
+                                      std::span<stat_t<T>>, std::span<stat_t<T>>, View2D<const T>,  \
+                                      std::span<const uint8_t>, std::span<const T>,                 \
+                                      std::span<const T>, const BatchNormOptions&);                 \
+  template void batch_norm_backward<T>(View2D<T>, std::span<T>, std::span<T>, View2D<const T>,      \
+                                       View2D<const T>, std::span<const uint8_t>,                   \
+                                       std::span<const stat_t<T>>, std::span<const stat_t<T>>,      \
+                                       std::span<const T>);
+ADDNORM_INSTANTIATE(float)
+ADDNORM_INSTANTIATE(double)
+#undef ADDNORM_INSTANTIATE
+
+}  // namespace addnorm

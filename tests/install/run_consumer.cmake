@@ -1,0 +1,29 @@
+# Installs the already-built addnorm into WORK_DIR/prefix, then configures, builds and runs the
+# consumer project in tests/install/consumer against it. Fails on any step.
+file(REMOVE_RECURSE ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+
+function(run_step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(step_output "${out}" PARENT_SCOPE)
+endfunction()
+
+run_step("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+foreach(f include/addnorm/norm/layer_norm.hpp include/addnorm/core/version.hpp bin/addnorm
+          lib/cmake/addnorm/addnormConfig.cmake)
+  if(NOT EXISTS ${prefix}/${f})
+    message(FATAL_ERROR "install did not produce ${f}")
+  endif()
+endforeach()
+run_step("configure consumer" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/consumer -B ${WORK_DIR}/build
+         -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+run_step("build consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+run_step("run consumer" ${WORK_DIR}/build/consumer)
+if(NOT step_output MATCHES "x_hat: -1.3416 -0.4472 0.4472 1.3416")
+  message(FATAL_ERROR "consumer printed unexpected output:\n${step_output}")
+endif()
+run_step("run installed addnorm" ${prefix}/bin/addnorm --version)
+message(STATUS "consumer ok: ${step_output}")
