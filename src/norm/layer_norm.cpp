@@ -2,14 +2,12 @@
 // include/addnorm/norm/reference.hpp for the f64 ground truth these are tested against.
 #include "addnorm/norm/layer_norm.hpp"
 
-#include <omp.h>
-
 #include <cmath>
 
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
 #include "param_grads.hpp"
-#include "row_stats.hpp"
+#include "row_kernels.hpp"
 
 namespace addnorm {
 namespace {
@@ -21,7 +19,6 @@ template <class T>
 void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd,
                         View2D<const T> x, std::span<const T> gamma, std::span<const T> beta,
                         double eps) {
-  using C = compute_t<T>;
   constexpr const char* fn = "layer_norm_forward";
   detail::check_eps(eps, fn);
   detail::check_d(x.cols(), fn, "x");
@@ -37,28 +34,9 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
 
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x.row(r);
-    T* yr = y.row(r);
-    const detail::MeanVar mv = detail::mean_var(xr, d);
-    const double rs = 1.0 / std::sqrt(mv.var + eps);
-    if (!mean.empty()) mean[r] = static_cast<stat_t<T>>(mv.mean);
-    if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(rs);
-    const detail::Split<C> m(mv.mean);
-    const C s = static_cast<C>(rs);
-    if (g != nullptr && b != nullptr) {
-#pragma omp simd
-      for (int64_t c = 0; c < d; ++c)
-        yr[c] = static_cast<T>(((static_cast<C>(xr[c]) - m.hi) - m.lo) * s * static_cast<C>(g[c]) +
-                               static_cast<C>(b[c]));
-    } else {
-#pragma omp simd
-      for (int64_t c = 0; c < d; ++c) {
-        C v = ((static_cast<C>(xr[c]) - m.hi) - m.lo) * s;
-        if (g != nullptr) v *= static_cast<C>(g[c]);
-        if (b != nullptr) v += static_cast<C>(b[c]);
-        yr[c] = static_cast<T>(v);
-      }
-    }
+    const detail::RowMeanRstd st = detail::ln_row_forward(y.row(r), x.row(r), g, b, d, eps);
+    if (!mean.empty()) mean[r] = static_cast<stat_t<T>>(st.mean);
+    if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(st.rstd);
   }
 }
 
@@ -70,7 +48,6 @@ template <class T>
 void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
                          View2D<const T> x, std::span<const stat_t<T>> mean,
                          std::span<const stat_t<T>> rstd, std::span<const T> gamma) {
-  using C = compute_t<T>;
   using S = stat_t<T>;
   constexpr const char* fn = "layer_norm_backward";
   detail::check_d(x.cols(), fn, "x");
@@ -94,32 +71,8 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   for (int64_t k = 0; k < chunks.count; ++k) {
     S* pdg = partials.dgamma(k);
     S* pdb = partials.dbeta(k);
-    for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) {
-      const T* xr = x.row(r);
-      const T* dyr = dy.row(r);
-      T* dxr = dx.row(r);
-      const C m = static_cast<C>(mean[r]);
-      const C s = static_cast<C>(rstd[r]);
-      double c1 = 0, c2 = 0;
-#pragma omp simd reduction(+ : c1, c2)
-      for (int64_t c = 0; c < d; ++c) {
-        const C xh = (static_cast<C>(xr[c]) - m) * s;
-        const C g = gm != nullptr ? static_cast<C>(dyr[c]) * static_cast<C>(gm[c]) : static_cast<C>(dyr[c]);
-        c1 += static_cast<double>(xh * g);
-        c2 += static_cast<double>(g);
-      }
-      const C k1 = static_cast<C>(c1 / static_cast<double>(d));
-      const C k2 = static_cast<C>(c2 / static_cast<double>(d));
-#pragma omp simd
-      for (int64_t c = 0; c < d; ++c) {
-        const C xh = (static_cast<C>(xr[c]) - m) * s;
-        const C dyc = static_cast<C>(dyr[c]);
-        const C g = gm != nullptr ? dyc * static_cast<C>(gm[c]) : dyc;
-        if (pdg != nullptr) pdg[c] += static_cast<S>(dyc * xh);
-        if (pdb != nullptr) pdb[c] += static_cast<S>(dyc);
-        dxr[c] = static_cast<T>(s * (g - k2 - xh * k1));
-      }
-    }
+    for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r)
+      detail::ln_row_backward(dx.row(r), pdg, pdb, dy.row(r), x.row(r), mean[r], rstd[r], gm, d);
   }
   partials.reduce_into(dgamma, dbeta, nt);
 }

@@ -6,7 +6,7 @@
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
 #include "param_grads.hpp"
-#include "row_stats.hpp"
+#include "row_kernels.hpp"
 
 namespace addnorm {
 namespace {
@@ -17,7 +17,6 @@ constexpr int64_t kMinWorkPerThread = int64_t{1} << 15;  // elements
 template <class T>
 void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
                       std::span<const T> gamma, double eps) {
-  using C = compute_t<T>;
   constexpr const char* fn = "rms_norm_forward";
   detail::check_eps(eps, fn);
   detail::check_d(x.cols(), fn, "x");
@@ -30,16 +29,8 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
 
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x.row(r);
-    T* yr = y.row(r);
-    const double rs = 1.0 / std::sqrt(detail::mean_square(xr, d) + eps);
+    const double rs = detail::rms_row_forward(y.row(r), x.row(r), g, d, eps);
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(rs);
-    const C s = static_cast<C>(rs);
-#pragma omp simd
-    for (int64_t c = 0; c < d; ++c) {
-      const C v = static_cast<C>(xr[c]) * s;
-      yr[c] = static_cast<T>(g != nullptr ? v * static_cast<C>(g[c]) : v);
-    }
   }
 }
 
@@ -50,7 +41,6 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
 template <class T>
 void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, View2D<const T> x,
                        std::span<const stat_t<T>> rstd, std::span<const T> gamma) {
-  using C = compute_t<T>;
   using S = stat_t<T>;
   constexpr const char* fn = "rms_norm_backward";
   detail::check_d(x.cols(), fn, "x");
@@ -70,27 +60,8 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t k = 0; k < chunks.count; ++k) {
     S* pdg = partials.dgamma(k);
-    for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) {
-      const T* xr = x.row(r);
-      const T* dyr = dy.row(r);
-      T* dxr = dx.row(r);
-      const C s = static_cast<C>(rstd[r]);
-      double c1 = 0;
-#pragma omp simd reduction(+ : c1)
-      for (int64_t c = 0; c < d; ++c) {
-        const C g = gm != nullptr ? static_cast<C>(dyr[c]) * static_cast<C>(gm[c]) : static_cast<C>(dyr[c]);
-        c1 += static_cast<double>(static_cast<C>(xr[c]) * s * g);
-      }
-      const C k1 = static_cast<C>(c1 / static_cast<double>(d));
-#pragma omp simd
-      for (int64_t c = 0; c < d; ++c) {
-        const C xh = static_cast<C>(xr[c]) * s;
-        const C dyc = static_cast<C>(dyr[c]);
-        const C g = gm != nullptr ? dyc * static_cast<C>(gm[c]) : dyc;
-        if (pdg != nullptr) pdg[c] += static_cast<S>(dyc * xh);
-        dxr[c] = static_cast<T>(s * (g - xh * k1));
-      }
-    }
+    for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r)
+      detail::rms_row_backward(dx.row(r), pdg, dy.row(r), x.row(r), rstd[r], gm, d);
   }
   partials.reduce_into(dgamma, std::span<T>{}, nt);
 }
