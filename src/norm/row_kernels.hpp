@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 
 #include "addnorm/norm/types.hpp"
 #include "row_stats.hpp"
@@ -20,9 +21,9 @@ struct RowMeanRstd {
 template <class T>
 RowMeanRstd ln_row_forward(T* y, const T* x, const T* g, const T* b, int64_t d, double eps) {
   using C = compute_t<T>;
-  const MeanVar mv = mean_var(x, d);
-  const double rs = 1.0 / std::sqrt(mv.var + eps);
-  const Split<C> m(mv.mean);
+  const RowMoments<C> mo = row_moments(x, d);
+  const double rs = 1.0 / std::sqrt(mo.var + eps);
+  const Split<C>& m = mo.mean;
   const C s = static_cast<C>(rs);
   if (g != nullptr && b != nullptr) {
 #pragma omp simd
@@ -40,14 +41,14 @@ RowMeanRstd ln_row_forward(T* y, const T* x, const T* g, const T* b, int64_t d, 
       y[c] = static_cast<T>(v);
     }
   }
-  return {mv.mean, rs};
+  return {mo.mean_value(), rs};
 }
 
 // RMSNorm of one row; returns rstd.   y: (d) =    x: (d)    g: (d) or null
 template <class T>
 double rms_row_forward(T* y, const T* x, const T* g, int64_t d, double eps) {
   using C = compute_t<T>;
-  const double rs = 1.0 / std::sqrt(mean_square(x, d) + eps);
+  const double rs = 1.0 / std::sqrt(row_mean_square(x, d) + eps);
   const C s = static_cast<C>(rs);
   if (g != nullptr) {
 #pragma omp simd
@@ -67,16 +68,17 @@ void ln_row_backward(O* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S r
   using C = compute_t<T>;
   const C m = static_cast<C>(mean);
   const C s = static_cast<C>(rstd);
-  double c1 = 0, c2 = 0;
-#pragma omp simd reduction(+ : c1, c2)
-  for (int64_t c = 0; c < d; ++c) {
-    const C xh = (static_cast<C>(x[c]) - m) * s;
-    const C g = gm != nullptr ? static_cast<C>(dy[c]) * static_cast<C>(gm[c]) : static_cast<C>(dy[c]);
-    c1 += static_cast<double>(xh * g);
-    c2 += static_cast<double>(g);
+  C c1, c2;
+  if (gm != nullptr) {
+    std::tie(c1, c2) = row_sum2<C>(
+        d, [=](auto xv, auto dyv, auto gv) { return (xv - m) * s * (dyv * gv); },
+        [](auto, auto dyv, auto gv) { return dyv * gv; }, x, dy, gm);
+  } else {
+    std::tie(c1, c2) = row_sum2<C>(
+        d, [=](auto xv, auto dyv) { return (xv - m) * s * dyv; }, [](auto, auto dyv) { return dyv; }, x, dy);
   }
-  const C k1 = static_cast<C>(c1 / static_cast<double>(d));
-  const C k2 = static_cast<C>(c2 / static_cast<double>(d));
+  const C k1 = c1 / static_cast<C>(d);
+  const C k2 = c2 / static_cast<C>(d);
 #pragma omp simd
   for (int64_t c = 0; c < d; ++c) {
     const C xh = (static_cast<C>(x[c]) - m) * s;
@@ -95,13 +97,9 @@ template <class T, class O, class S>
 void rms_row_backward(O* dx, S* pdg, const T* dy, const T* x, S rstd, const T* gm, int64_t d) {
   using C = compute_t<T>;
   const C s = static_cast<C>(rstd);
-  double c1 = 0;
-#pragma omp simd reduction(+ : c1)
-  for (int64_t c = 0; c < d; ++c) {
-    const C g = gm != nullptr ? static_cast<C>(dy[c]) * static_cast<C>(gm[c]) : static_cast<C>(dy[c]);
-    c1 += static_cast<double>(static_cast<C>(x[c]) * s * g);
-  }
-  const C k1 = static_cast<C>(c1 / static_cast<double>(d));
+  const C c1 = gm != nullptr ? row_sum<C>(d, [=](auto xv, auto dyv, auto gv) { return xv * s * (dyv * gv); }, x, dy, gm)
+                             : row_sum<C>(d, [=](auto xv, auto dyv) { return xv * s * dyv; }, x, dy);
+  const C k1 = c1 / static_cast<C>(d);
 #pragma omp simd
   for (int64_t c = 0; c < d; ++c) {
     const C xh = static_cast<C>(x[c]) * s;
