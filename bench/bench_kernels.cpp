@@ -1,0 +1,239 @@
+// addnorm_bench: Google Benchmark over every kernel of the library, for every element type the
+// library instantiates (f32, f64, and bf16/f16 once they exist), on the transformer shapes of
+// issue 4, with 1 and all threads.
+//
+//   addnorm_bench                                   everything (a few minutes)
+//   addnorm_bench --benchmark_filter='layer_norm_fwd/f32/.*threads:2'
+//
+// Names are op/dtype/rows:R/d:D/threads:T. Times are wall-clock (UseRealTime: kernels run on
+// OpenMP threads). bytes_per_second counts the (rows, d) arrays an op must read and write once
+// (see kArrays below); gamma/beta, statistics and parameter gradients are not counted. Buffers
+// are allocated and filled once per benchmark, outside the timed loop, and kept across the
+// repeated runs Google Benchmark makes of one benchmark.
+#include <benchmark/benchmark.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "addnorm/core/parallel.hpp"
+#include "addnorm/core/view.hpp"
+#include "addnorm/norm/add_norm.hpp"
+#include "addnorm/norm/batch_norm.hpp"
+#include "addnorm/norm/layer_norm.hpp"
+#include "addnorm/norm/rms_norm.hpp"
+#include "bench_common.hpp"
+
+namespace addnorm::bench {
+namespace {
+
+struct Shape {
+  int64_t rows, d;
+};
+// Issue 4's shapes: GPT-2 small activations, a wide layer, many short rows, a small batch, one
+// token (latency).
+constexpr Shape kShapes[] = {{8192, 768}, {4096, 4096}, {65536, 64}, {32, 1024}, {1, 512}};
+
+// The buffers of one benchmark: every (rows, d) array and every per-row / per-column vector an op
+// may need, filled once.
+template <class T>
+struct Data {
+  using S = stat_t<T>;
+  int64_t rows, d;
+  Buffer<T> a, b, c, e, out1, out2;  // (rows, d): inputs a, b, c, e; outputs out1, out2
+  Buffer<T> gamma, beta, dgamma, dbeta;
+  Buffer<S> mean, rstd, run_mean, run_var;  // max(rows, d) each
+
+  Data(Shape s, int inputs, int outputs)
+      : rows(s.rows), d(s.d), gamma(d), beta(d), dgamma(d), dbeta(d), mean(std::max(rows, d)),
+        rstd(std::max(rows, d)), run_mean(std::max(rows, d)), run_var(std::max(rows, d)) {
+    const auto n = static_cast<size_t>(rows * d);
+    Buffer<T>* in[] = {&a, &b, &c, &e};
+    for (int i = 0; i < inputs; ++i) {
+      *in[i] = Buffer<T>(n);
+      fill_uniform(in[i]->span(), 11 + static_cast<uint64_t>(i), -2.0f, 3.0f);
+    }
+    if (outputs >= 1) out1 = Buffer<T>(n);
+    if (outputs >= 2) out2 = Buffer<T>(n);
+    fill_uniform(gamma.span(), 1, 0.5f, 1.5f);
+    fill_uniform(beta.span(), 2, -0.5f, 0.5f);
+    fill_uniform(mean.span(), 3, 0.4f, 0.6f);
+    fill_uniform(rstd.span(), 4, 0.5f, 0.7f);
+    fill_uniform(run_var.span(), 5, 0.9f, 1.1f);
+  }
+  View2D<T> view(const Buffer<T>& buf) const { return {buf.data(), rows, d}; }
+  View2D<const T> cview(const Buffer<T>& buf) const { return {buf.data(), rows, d}; }
+  std::span<S> m() const { return mean.span().first(rows); }
+  std::span<S> r() const { return rstd.span().first(rows); }
+};
+
+// One slot: the data of the benchmark running now, kept across the runs Google Benchmark makes of
+// it and freed when the next benchmark starts.
+std::string g_slot_key;
+std::shared_ptr<void> g_slot;
+
+template <class T>
+Data<T>& data_for(const std::string& key, Shape s, int inputs, int outputs) {
+  if (g_slot_key != key) {
+    g_slot.reset();  // free the previous benchmark's memory first
+    g_slot = std::make_shared<Data<T>>(s, inputs, outputs);
+    g_slot_key = key;
+  }
+  return *static_cast<Data<T>*>(g_slot.get());
+}
+
+// An op: its name, the (rows, d) arrays it reads and writes (for bytes/s), how many input and
+// output buffers it needs, and the call.
+template <class T>
+struct Kernel {
+  const char* name;
+  int arrays;
+  int inputs, outputs;
+  std::function<void(Data<T>&)> call;
+};
+
+template <class T>
+std::vector<Kernel<T>> kernels() {
+  using K = KernelSet<T>;
+  std::vector<Kernel<T>> ks;
+  if constexpr (K::layer_norm_forward) {
+    ks.push_back({"layer_norm_fwd", 2, 1, 1, [](Data<T>& w) {
+                    layer_norm_forward<T>(w.view(w.out1), w.m(), w.r(), w.cview(w.a), w.gamma.cspan(),
+                                          w.beta.cspan(), 1e-5);
+                  }});
+  }
+  if constexpr (K::layer_norm_backward) {
+    // dx, dgamma, dbeta from dy = b, x = a.
+    ks.push_back({"layer_norm_bwd", 3, 2, 1, [](Data<T>& w) {
+                    layer_norm_backward<T>(w.view(w.out1), w.dgamma.span(), w.dbeta.span(), w.cview(w.b),
+                                           w.cview(w.a), w.m(), w.r(), w.gamma.cspan());
+                  }});
+  }
+  if constexpr (K::rms_norm_forward) {
+    ks.push_back({"rms_norm_fwd", 2, 1, 1, [](Data<T>& w) {
+                    rms_norm_forward<T>(w.view(w.out1), w.r(), w.cview(w.a), w.gamma.cspan(), 1e-5);
+                  }});
+  }
+  if constexpr (K::rms_norm_backward) {
+    ks.push_back({"rms_norm_bwd", 3, 2, 1, [](Data<T>& w) {
+                    rms_norm_backward<T>(w.view(w.out1), w.dgamma.span(), w.cview(w.b), w.cview(w.a), w.r(),
+                                         w.gamma.cspan());
+                  }});
+  }
+  if constexpr (K::batch_norm_forward) {
+    // Training mode with running statistics (rows >= 2 only; see register_all).
+    ks.push_back({"batch_norm_fwd", 2, 1, 1, [](Data<T>& w) {
+                    const auto d = static_cast<size_t>(w.d);
+                    batch_norm_forward<T>(w.view(w.out1), w.mean.span().first(d), w.rstd.span().first(d),
+                                          w.run_mean.span().first(d), w.run_var.span().first(d), w.cview(w.a),
+                                          {}, w.gamma.cspan(), w.beta.cspan(), BatchNormOptions{});
+                  }});
+  }
+  if constexpr (K::batch_norm_backward) {
+    ks.push_back({"batch_norm_bwd", 3, 2, 1, [](Data<T>& w) {
+                    const auto d = static_cast<size_t>(w.d);
+                    batch_norm_backward<T>(w.view(w.out1), w.dgamma.span(), w.dbeta.span(), w.cview(w.b),
+                                           w.cview(w.a), {}, w.mean.span().first(d), w.rstd.span().first(d),
+                                           w.gamma.cspan());
+                  }});
+  }
+  if constexpr (K::add_norm_forward) {
+    // Pre-norm: s = h + Dropout(f) (h = a, f = b), y = Norm(s); reads h, f, writes s, y.
+    auto fwd = [](NormKind kind, double p) {
+      return [kind, p](Data<T>& w) {
+        AddNormOptions o;
+        o.kind = kind;
+        o.dropout.p = p;
+        o.dropout.seed = 42;
+        const std::span<stat_t<T>> mean = kind == NormKind::layer ? w.m() : std::span<stat_t<T>>{};
+        add_norm_forward<T>(w.view(w.out1), w.view(w.out2), mean, w.r(), w.cview(w.a), w.cview(w.b),
+                            w.gamma.cspan(), kind == NormKind::layer ? w.beta.cspan() : std::span<const T>{}, o);
+      };
+    };
+    ks.push_back({"add_layer_norm_fwd", 4, 2, 2, fwd(NormKind::layer, 0.0)});
+    ks.push_back({"add_layer_norm_fwd_dropout0.1", 4, 2, 2, fwd(NormKind::layer, 0.1)});
+    ks.push_back({"add_rms_norm_fwd", 4, 2, 2, fwd(NormKind::rms, 0.0)});
+  }
+  if constexpr (K::add_norm_backward) {
+    // Pre-norm backward: reads dy = a, ds = b, s = c; writes dh, df; dgamma (and dbeta) +=.
+    auto bwd = [](NormKind kind, double p) {
+      return [kind, p](Data<T>& w) {
+        AddNormOptions o;
+        o.kind = kind;
+        o.dropout.p = p;
+        o.dropout.seed = 42;
+        const std::span<const stat_t<T>> mean = kind == NormKind::layer ? w.m() : std::span<stat_t<T>>{};
+        add_norm_backward<T>(w.view(w.out1), w.view(w.out2), w.dgamma.span(),
+                             kind == NormKind::layer ? w.dbeta.span() : std::span<T>{}, w.cview(w.a), w.cview(w.b),
+                             w.cview(w.c), mean, w.r(), w.gamma.cspan(), o);
+      };
+    };
+    ks.push_back({"add_layer_norm_bwd", 5, 3, 2, bwd(NormKind::layer, 0.0)});
+    ks.push_back({"add_layer_norm_bwd_dropout0.1", 5, 3, 2, bwd(NormKind::layer, 0.1)});
+    ks.push_back({"add_rms_norm_bwd", 5, 3, 2, bwd(NormKind::rms, 0.0)});
+  }
+  return ks;
+}
+
+std::vector<int> thread_counts() {
+  const int most = std::max(1, omp_get_max_threads());
+  std::vector<int> ts{1};
+  if (most > 1) ts.push_back(most);
+  return ts;
+}
+
+template <class T>
+void register_type() {
+  for (const Kernel<T>& k : kernels<T>()) {
+    for (const Shape s : kShapes) {
+      if (std::string_view(k.name).starts_with("batch_norm") && s.rows < 2) continue;  // no batch statistics
+      for (const int t : thread_counts()) {
+        const std::string name = std::string(k.name) + "/" + std::string(DType<T>::name) + "/rows:" +
+                                 std::to_string(s.rows) + "/d:" + std::to_string(s.d) + "/threads:" + std::to_string(t);
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [k, s, t, name](benchmark::State& state) {
+                                       addnorm::set_num_threads(t);
+                                       Data<T>& w = data_for<T>(name, s, k.inputs, k.outputs);
+                                       k.call(w);  // warm the caches and any thread pool
+                                       for (auto _ : state) {
+                                         k.call(w);
+                                         benchmark::ClobberMemory();
+                                       }
+                                       const auto bytes = static_cast<int64_t>(k.arrays) * s.rows * s.d *
+                                                          static_cast<int64_t>(sizeof(T));
+                                       state.SetBytesProcessed(state.iterations() * bytes);
+                                       state.counters["elems/s"] = benchmark::Counter(
+                                           static_cast<double>(s.rows * s.d), benchmark::Counter::kIsIterationInvariantRate);
+                                     })
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace addnorm::bench
+
+int main(int argc, char** argv) {
+  using namespace addnorm::bench;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("addnorm_build", ADDNORM_BENCH_BUILD_INFO);
+  std::string missing;
+  for_each_dtype([&]<class T>(T) {
+    register_type<T>();
+    if (!KernelSet<T>::layer_norm_forward) missing += std::string(missing.empty() ? "" : " ") + std::string(DType<T>::name);
+    if (KernelSet<T>::layer_norm_forward && !KernelSet<T>::add_norm_forward)
+      missing += std::string(missing.empty() ? "" : " ") + "add_norm/" + std::string(DType<T>::name);
+  });
+  benchmark::AddCustomContext("addnorm_not_instantiated", missing.empty() ? "none" : missing);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

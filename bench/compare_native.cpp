@@ -1,0 +1,640 @@
+// addnorm_compare: the native half of bench/compare. Measures, in one process,
+//   - the machine's STREAM triad a[i] = b[i] + s * c[i] on large double arrays,
+//   - addnorm's kernels, and
+//   - oneDNN's layer_normalization (forward and backward) and batch_normalization (forward),
+// and prints one JSON object per line on stdout (progress goes to stderr). bench/compare runs it,
+// runs PyTorch and NumPy itself, and merges everything into one table.
+//
+//   addnorm_compare --info
+//   addnorm_compare --impls triad,addnorm,onednn --ops layer_norm_fwd,rms_norm_bwd --dtypes f32,bf16
+//                   --shapes 8192x768,1x512 --threads 1,2 [--min-time 0.05] [--reps 5] [--triad-mib 128]
+//
+// Method (the same as bench/compare's Python peers): every buffer is allocated and touched once
+// before any timing and reused by every case; an impl is warmed with one call; then a batch size k
+// is chosen so that k calls take >= min-time, and `reps` batches are timed. A result line carries
+// the best and the median time per call over the batches. For row-wise ops each result also
+// carries max_err, the largest |got - ref| / max(1, |ref|) over a few rows against addnorm's f64
+// reference, so that a number is never reported for a wrong result unnoticed.
+//
+// Threads: for a case with t threads, addnorm::set_num_threads(t) and omp_set_num_threads(t) are
+// called before oneDNN's primitive is created (oneDNN here runs on the same OpenMP runtime).
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "addnorm/core/parallel.hpp"
+#include "addnorm/core/view.hpp"
+#include "addnorm/norm/add_norm.hpp"
+#include "addnorm/norm/batch_norm.hpp"
+#include "addnorm/norm/layer_norm.hpp"
+#include "addnorm/norm/reference.hpp"
+#include "addnorm/norm/rms_norm.hpp"
+#include "bench_common.hpp"
+
+namespace addnorm::bench {
+namespace {
+
+constexpr double kEps = 1e-5;
+
+// ---------------------------------------------------------------------------------------------
+// Command line
+
+struct Shape {
+  int64_t rows = 0, d = 0;
+};
+
+struct Args {
+  bool info = false;
+  std::vector<std::string> impls{"triad", "addnorm", "onednn"};
+  std::vector<Op> ops{std::begin(kAllOps), std::end(kAllOps)};
+  std::vector<std::string> dtypes{"f32", "bf16"};
+  std::vector<Shape> shapes{{8192, 768}, {4096, 4096}, {65536, 64}, {32, 1024}, {1, 512}};
+  std::vector<int> threads{1, 2};
+  double min_time = 0.05;  // seconds per timed batch
+  int reps = 5;            // timed batches
+  int64_t triad_mib = 128; // per triad array
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::cerr << "addnorm_compare: " << msg << "\n(see the comment at the top of bench/compare_native.cpp)\n";
+  std::exit(2);
+}
+
+Op parse_op(const std::string& s) {
+  for (Op op : kAllOps)
+    if (op_name(op) == s) return op;
+  usage_error("unknown op '" + s + "'");
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string key = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(key + " needs a value");
+      return argv[++i];
+    };
+    if (key == "--info") {
+      a.info = true;
+    } else if (key == "--impls") {
+      a.impls = split(value(), ',');
+    } else if (key == "--ops") {
+      a.ops.clear();
+      for (const auto& s : split(value(), ',')) a.ops.push_back(parse_op(s));
+    } else if (key == "--dtypes") {
+      a.dtypes = split(value(), ',');
+    } else if (key == "--shapes") {
+      a.shapes.clear();
+      for (const auto& s : split(value(), ',')) {
+        const auto parts = split(s, 'x');
+        if (parts.size() != 2) usage_error("shape '" + s + "' is not ROWSxD");
+        a.shapes.push_back({std::stoll(parts[0]), std::stoll(parts[1])});
+        if (a.shapes.back().rows < 1 || a.shapes.back().d < 1) usage_error("shape '" + s + "' is empty");
+      }
+    } else if (key == "--threads") {
+      a.threads.clear();
+      for (const auto& s : split(value(), ',')) a.threads.push_back(std::stoi(s));
+    } else if (key == "--min-time") {
+      a.min_time = std::stod(value());
+    } else if (key == "--reps") {
+      a.reps = std::max(1, std::stoi(value()));
+    } else if (key == "--triad-mib") {
+      a.triad_mib = std::max<int64_t>(1, std::stoll(value()));
+    } else {
+      usage_error("unknown argument '" + key + "'");
+    }
+  }
+  return a;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+// ---------------------------------------------------------------------------------------------
+// Timing
+
+struct Timing {
+  double best = 0, median = 0;  // seconds per call
+  int64_t calls = 0;            // calls per batch
+  int batches = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_of(const std::function<void()>& fn, int64_t k) {
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i < k; ++i) fn();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+Timing measure(const std::function<void()>& fn, double min_time, int reps) {
+  fn();  // warm: caches, thread pool, lazily initialized state
+  int64_t k = 1;
+  for (;;) {  // calibrate the batch size
+    const double t = seconds_of(fn, k);
+    if (t >= min_time / 4 || k >= (int64_t{1} << 30)) {
+      k = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(static_cast<double>(k) * min_time / std::max(t, 1e-9))));
+      break;
+    }
+    k *= t > 0 ? std::clamp<int64_t>(static_cast<int64_t>(min_time / 4 / t) + 1, 2, 1000) : 1000;
+  }
+  std::vector<double> per_call;
+  for (int r = 0; r < reps; ++r) per_call.push_back(seconds_of(fn, k) / static_cast<double>(k));
+  std::sort(per_call.begin(), per_call.end());
+  return {per_call.front(), per_call[per_call.size() / 2], k, reps};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output: one JSON object per line
+
+std::string json_str(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string json_num(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+struct Case {
+  Op op;
+  std::string dtype;
+  Shape shape;
+  int threads;
+};
+
+std::string case_fields(const Case& c, const std::string& impl) {
+  std::ostringstream os;
+  os << "\"op\": " << json_str(std::string(op_name(c.op))) << ", \"dtype\": " << json_str(c.dtype)
+     << ", \"rows\": " << c.shape.rows << ", \"d\": " << c.shape.d << ", \"threads\": " << c.threads
+     << ", \"impl\": " << json_str(impl);
+  return os.str();
+}
+
+void emit_result(const Case& c, const std::string& impl, const Timing& t, double bytes, std::optional<double> max_err,
+                 const std::string& note) {
+  std::cout << "{\"kind\": \"result\", " << case_fields(c, impl) << ", \"seconds\": " << json_num(t.best)
+            << ", \"median_seconds\": " << json_num(t.median) << ", \"calls_per_batch\": " << t.calls
+            << ", \"batches\": " << t.batches << ", \"bytes\": " << json_num(bytes)
+            << ", \"gbps\": " << json_num(bytes / t.best / 1e9)
+            << ", \"max_err\": " << (max_err ? json_num(*max_err) : "null") << ", \"note\": " << json_str(note) << "}"
+            << std::endl;
+  std::cerr << "  " << op_name(c.op) << " " << c.dtype << " " << c.shape.rows << "x" << c.shape.d << " t" << c.threads
+            << " " << impl << ": " << bytes / t.best / 1e9 << " GB/s\n";
+}
+
+void emit_skip(const Case& c, const std::string& impl, const std::string& reason) {
+  std::cout << "{\"kind\": \"skip\", " << case_fields(c, impl) << ", \"reason\": " << json_str(reason) << "}" << std::endl;
+}
+
+// ---------------------------------------------------------------------------------------------
+// STREAM triad
+
+void run_triad(const Args& args) {
+  const auto n = static_cast<int64_t>(args.triad_mib * (int64_t{1} << 20) / static_cast<int64_t>(sizeof(double)));
+  Buffer<double> a(static_cast<size_t>(n)), b(static_cast<size_t>(n)), c(static_cast<size_t>(n));
+  double* pa = a.data();
+  const double* pb = b.data();
+  const double* pc = c.data();
+  const double s = 3.0;
+  for (const int t : args.threads) {
+#pragma omp parallel for schedule(static) num_threads(t)
+    for (int64_t i = 0; i < n; ++i) {
+      a.data()[i] = 0.0;
+      b.data()[i] = 1.0;
+      c.data()[i] = 2.0;
+    }
+    auto triad = [&] {
+#pragma omp parallel for schedule(static) num_threads(t)
+      for (int64_t i = 0; i < n; ++i) pa[i] = pb[i] + s * pc[i];
+    };
+    // Each pass moves 3 * n * 8 bytes (>= 384 MiB by default, well past the 32 MiB L3); best of
+    // several passes, as STREAM reports.
+    const Timing tm = measure(triad, args.min_time, std::max(args.reps, 10));
+    const double bytes = 3.0 * static_cast<double>(n) * sizeof(double);
+    std::cout << "{\"kind\": \"triad\", \"op\": \"triad\", \"dtype\": \"f64\", \"rows\": 1, \"d\": " << n
+              << ", \"threads\": " << t << ", \"impl\": \"triad\", \"seconds\": " << json_num(tm.best)
+              << ", \"median_seconds\": " << json_num(tm.median) << ", \"calls_per_batch\": " << tm.calls
+              << ", \"batches\": " << tm.batches << ", \"bytes\": " << json_num(bytes)
+              << ", \"gbps\": " << json_num(bytes / tm.best / 1e9) << ", \"max_err\": null, \"note\": \"\"}"
+              << std::endl;
+    std::cerr << "  triad t" << t << ": " << bytes / tm.best / 1e9 << " GB/s\n";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Buffers shared by every case: allocated and touched once, at the largest size requested.
+
+struct Arena {
+  // (rows, d) arrays, in bytes: x (h), f, dy, y, s (h'), dx.
+  Buffer<std::byte> x, f, dy, y, s, dx;
+  // Vectors of max(rows, d): gamma, beta, dgamma, dbeta (as T), mean, rstd (stat_t), and f32
+  // ones for oneDNN: scale, shift, diff_scale, diff_shift, mean, variance.
+  Buffer<std::byte> gamma, beta, dgamma, dbeta, mean, rstd;
+  Buffer<float> dn_scale, dn_shift, dn_dscale, dn_dshift, dn_mean, dn_var;
+
+  Arena(size_t big_bytes, size_t vec_elems)
+      : x(big_bytes), f(big_bytes), dy(big_bytes), y(big_bytes), s(big_bytes), dx(big_bytes),
+        gamma(vec_elems * 8), beta(vec_elems * 8), dgamma(vec_elems * 8), dbeta(vec_elems * 8),
+        mean(vec_elems * 8), rstd(vec_elems * 8), dn_scale(vec_elems), dn_shift(vec_elems),
+        dn_dscale(vec_elems), dn_dshift(vec_elems), dn_mean(vec_elems), dn_var(vec_elems) {}
+};
+
+template <class T>
+T* as(const Buffer<std::byte>& b) {
+  return reinterpret_cast<T*>(b.data());
+}
+
+// Typed views of the arena for one case.
+template <class T>
+struct Bufs {
+  using S = stat_t<T>;
+  int64_t rows, d;
+  T *x, *f, *dy, *y, *s, *dx, *gamma, *beta, *dgamma, *dbeta;
+  S *mean, *rstd;
+
+  Bufs(const Arena& a, Shape sh)
+      : rows(sh.rows), d(sh.d), x(as<T>(a.x)), f(as<T>(a.f)), dy(as<T>(a.dy)), y(as<T>(a.y)), s(as<T>(a.s)),
+        dx(as<T>(a.dx)), gamma(as<T>(a.gamma)), beta(as<T>(a.beta)), dgamma(as<T>(a.dgamma)),
+        dbeta(as<T>(a.dbeta)), mean(as<S>(a.mean)), rstd(as<S>(a.rstd)) {}
+
+  [[nodiscard]] size_t n() const { return static_cast<size_t>(rows * d); }
+  [[nodiscard]] View2D<T> v(T* p) const { return {p, rows, d}; }
+  [[nodiscard]] View2D<const T> cv(const T* p) const { return {p, rows, d}; }
+  [[nodiscard]] std::span<const T> g() const { return {gamma, static_cast<size_t>(d)}; }
+  [[nodiscard]] std::span<const T> b() const { return {beta, static_cast<size_t>(d)}; }
+  [[nodiscard]] std::span<S> m(int64_t k) const { return {mean, static_cast<size_t>(k)}; }
+  [[nodiscard]] std::span<S> r(int64_t k) const { return {rstd, static_cast<size_t>(k)}; }
+};
+
+template <class T>
+void fill_inputs(const Arena& a, const Bufs<T>& b) {
+  fill_uniform(std::span<T>(b.x, b.n()), 1, -2.0f, 3.0f);  // mean 0.5, not centered
+  fill_uniform(std::span<T>(b.f, b.n()), 2, -1.0f, 1.0f);
+  fill_uniform(std::span<T>(b.dy, b.n()), 3, -1.0f, 1.0f);
+  const auto d = static_cast<size_t>(b.d);
+  fill_uniform(std::span<T>(b.gamma, d), 4, 0.5f, 1.5f);
+  fill_uniform(std::span<T>(b.beta, d), 5, -0.5f, 0.5f);
+  for (size_t c = 0; c < d; ++c) {  // oneDNN's f32 parameters: the same values
+    a.dn_scale.data()[c] = static_cast<float>(to_double(b.gamma[c]));
+    a.dn_shift.data()[c] = static_cast<float>(to_double(b.beta[c]));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks against addnorm's f64 reference on a few rows
+
+template <class T>
+std::vector<double> rows_to_double(const T* p, int64_t d, const std::vector<int64_t>& rows) {
+  std::vector<double> out;
+  out.reserve(rows.size() * static_cast<size_t>(d));
+  for (int64_t r : rows)
+    for (int64_t c = 0; c < d; ++c) out.push_back(to_double(p[r * d + c]));
+  return out;
+}
+
+template <class T>
+std::vector<int64_t> check_rows(const Bufs<T>& b) {
+  std::vector<int64_t> rows{0};
+  if (b.rows > 2) rows.push_back(b.rows / 2);
+  if (b.rows > 1) rows.push_back(b.rows - 1);
+  return rows;
+}
+
+double max_rel_err(const std::vector<double>& got, const std::vector<double>& ref) {
+  double e = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(got[i] - ref[i]) / std::max(1.0, std::abs(ref[i]));
+    if (!(err <= e)) e = std::isnan(err) ? INFINITY : err;
+  }
+  return e;
+}
+
+// The reference output of `op` for the check rows; `out` is the array to compare against it
+// (y for forwards, dx for backwards), `out2` the second one (s for the fused forward).
+template <class T>
+double check(Op op, const Bufs<T>& b, const T* out, const T* out2) {
+  const auto rows = check_rows(b);
+  const auto k = static_cast<int64_t>(rows.size());
+  const int64_t d = b.d;
+  const auto x = rows_to_double(b.x, d, rows);
+  const auto dy = rows_to_double(b.dy, d, rows);
+  std::vector<double> gamma(static_cast<size_t>(d)), beta(static_cast<size_t>(d));
+  for (int64_t c = 0; c < d; ++c) {
+    gamma[static_cast<size_t>(c)] = to_double(b.gamma[c]);
+    beta[static_cast<size_t>(c)] = to_double(b.beta[c]);
+  }
+  const View2D<const double> xv(x.data(), k, d), dyv(dy.data(), k, d);
+  const std::span<const double> g(gamma), be(beta);
+  const auto got = rows_to_double(out, d, rows);
+  switch (op) {
+    case Op::layer_norm_fwd: return max_rel_err(got, ref::layer_norm_forward<double>(xv, g, be, kEps).y);
+    case Op::layer_norm_bwd: return max_rel_err(got, ref::layer_norm_backward<double>(dyv, xv, g, kEps).dx);
+    case Op::rms_norm_fwd: return max_rel_err(got, ref::rms_norm_forward<double>(xv, g, kEps).y);
+    case Op::rms_norm_bwd: return max_rel_err(got, ref::rms_norm_backward<double>(dyv, xv, g, kEps).dx);
+    case Op::add_layer_norm_fwd: {
+      const auto f = rows_to_double(b.f, d, rows);
+      std::vector<double> s(x.size());
+      for (size_t i = 0; i < s.size(); ++i) s[i] = x[i] + f[i];
+      const double es = max_rel_err(rows_to_double(out2, d, rows), s);
+      const View2D<const double> sv(s.data(), k, d);
+      return std::max(es, max_rel_err(got, ref::layer_norm_forward<double>(sv, g, be, kEps).y));
+    }
+    case Op::batch_norm_fwd: return NAN;  // column statistics need every row: not checked
+  }
+  return NAN;
+}
+
+// ---------------------------------------------------------------------------------------------
+// addnorm
+
+template <class T>
+void run_addnorm(const Case& c, const Args& args, const Bufs<T>& b) {
+  using K = KernelSet<T>;
+  const double bytes = static_cast<double>(arrays_moved(c.op)) * static_cast<double>(b.n()) * sizeof(T);
+  std::function<void()> fn;
+  const T* out = b.y;
+  const T* out2 = nullptr;
+  const auto rows = b.rows, d = b.d;
+  switch (c.op) {
+    case Op::layer_norm_fwd:
+      if constexpr (K::layer_norm_forward)
+        fn = [&b, rows] { layer_norm_forward<T>(b.v(b.y), b.m(rows), b.r(rows), b.cv(b.x), b.g(), b.b(), kEps); };
+      break;
+    case Op::layer_norm_bwd:
+      if constexpr (K::layer_norm_forward && K::layer_norm_backward) {
+        layer_norm_forward<T>(b.v(b.y), b.m(rows), b.r(rows), b.cv(b.x), b.g(), b.b(), kEps);  // saved stats
+        fn = [&b, rows, d] {
+          layer_norm_backward<T>(b.v(b.dx), {b.dgamma, static_cast<size_t>(d)}, {b.dbeta, static_cast<size_t>(d)},
+                                 b.cv(b.dy), b.cv(b.x), b.m(rows), b.r(rows), b.g());
+        };
+        out = b.dx;
+      }
+      break;
+    case Op::rms_norm_fwd:
+      if constexpr (K::rms_norm_forward)
+        fn = [&b, rows] { rms_norm_forward<T>(b.v(b.y), b.r(rows), b.cv(b.x), b.g(), kEps); };
+      break;
+    case Op::rms_norm_bwd:
+      if constexpr (K::rms_norm_forward && K::rms_norm_backward) {
+        rms_norm_forward<T>(b.v(b.y), b.r(rows), b.cv(b.x), b.g(), kEps);
+        fn = [&b, rows, d] {
+          rms_norm_backward<T>(b.v(b.dx), {b.dgamma, static_cast<size_t>(d)}, b.cv(b.dy), b.cv(b.x), b.r(rows), b.g());
+        };
+        out = b.dx;
+      }
+      break;
+    case Op::add_layer_norm_fwd:
+      if constexpr (K::add_norm_forward) {
+        // Pre-norm: h' = h + f (p = 0), y = LayerNorm(h'). h is x, h' goes to s.
+        fn = [&b, rows] {
+          add_norm_forward<T>(b.v(b.s), b.v(b.y), b.m(rows), b.r(rows), b.cv(b.x), b.cv(b.f), b.g(), b.b(),
+                              AddNormOptions{});
+        };
+        out2 = b.s;
+      }
+      break;
+    case Op::batch_norm_fwd:
+      if constexpr (K::batch_norm_forward) {
+        // Training mode (batch statistics) with running statistics, as F.batch_norm(training=True).
+        auto run = std::make_shared<std::vector<stat_t<T>>>(static_cast<size_t>(2 * d));
+        std::fill(run->begin() + d, run->end(), stat_t<T>(1));
+        fn = [&b, d, run] {
+          const std::span<stat_t<T>> rs(*run);
+          batch_norm_forward<T>(b.v(b.y), b.m(d), b.r(d), rs.first(static_cast<size_t>(d)),
+                                rs.last(static_cast<size_t>(d)), b.cv(b.x), {}, b.g(), b.b(), BatchNormOptions{});
+        };
+      }
+      break;
+  }
+  if (!fn) {
+    emit_skip(c, "addnorm", "not instantiated in the library for this dtype (see addnorm_compare --info)");
+    return;
+  }
+  const Timing t = measure(fn, args.min_time, args.reps);
+  const double err = check<T>(c.op, b, out, out2);
+  emit_result(c, "addnorm", t, bytes, std::isnan(err) ? std::nullopt : std::optional<double>(err), "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// oneDNN
+
+template <class T>
+constexpr dnnl::memory::data_type dnnl_type() {
+  if constexpr (std::is_same_v<T, float>) return dnnl::memory::data_type::f32;
+  if constexpr (std::is_same_v<T, addnorm::bf16>) return dnnl::memory::data_type::bf16;
+  if constexpr (std::is_same_v<T, addnorm::f16>) return dnnl::memory::data_type::f16;
+  return dnnl::memory::data_type::undef;
+}
+
+template <class T>
+void run_onednn(const Case& c, const Args& args, const Arena& a, const Bufs<T>& b) {
+  using dnnl::memory;
+  using tag = memory::format_tag;
+  constexpr auto dt = dnnl_type<T>();
+  if (dt == memory::data_type::undef) {
+    emit_skip(c, "onednn", "dtype not supported by oneDNN");
+    return;
+  }
+  if (c.op != Op::layer_norm_fwd && c.op != Op::layer_norm_bwd && c.op != Op::batch_norm_fwd) {
+    emit_skip(c, "onednn", "no such primitive in oneDNN 2.6");
+    return;
+  }
+  const double bytes = static_cast<double>(arrays_moved(c.op)) * static_cast<double>(b.n()) * sizeof(T);
+  try {
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream strm(eng);
+    const memory::dims data_dims{b.rows, b.d};
+    const memory::desc data_md(data_dims, dt, tag::ab);
+    const auto f32 = memory::data_type::f32;
+    const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    auto mem = [&](const memory::desc& md, void* p) { return memory(md, eng, p); };
+    const memory::desc vec_d({b.d}, f32, tag::a);
+    const memory::desc vec_r({b.rows}, f32, tag::a);
+    const memory src = mem(data_md, b.x), dst = mem(data_md, b.y), ddst = mem(data_md, b.dy), dsrc = mem(data_md, b.dx);
+    const memory scale = mem(vec_d, a.dn_scale.data()), shift = mem(vec_d, a.dn_shift.data());
+    const memory dscale = mem(vec_d, a.dn_dscale.data()), dshift = mem(vec_d, a.dn_dshift.data());
+
+    std::function<void()> fn;
+    std::string impl_info;
+    const T* out = b.y;
+    if (c.op == Op::batch_norm_fwd) {
+      const memory mean = mem(vec_d, a.dn_mean.data()), var = mem(vec_d, a.dn_var.data());
+      // (rows, d) row-major is (N, C, 1, 1) channels-last (nhwc): oneDNN's JIT batch norm takes
+      // that layout, while a 2-D (N, C) tensor gets its slow plain-layout kernel.
+      const memory::desc nhwc_md({b.rows, b.d, 1, 1}, dt, tag::nhwc);
+      const memory src4 = mem(nhwc_md, b.x), dst4 = mem(nhwc_md, b.y);
+      const dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_training, nhwc_md,
+                                                         static_cast<float>(kEps), flags);
+      const dnnl::batch_normalization_forward::primitive_desc pd(desc, eng);
+      impl_info = pd.impl_info_str();
+      auto prim = std::make_shared<dnnl::batch_normalization_forward>(pd);
+      auto margs = std::make_shared<std::unordered_map<int, memory>>(std::unordered_map<int, memory>{
+          {DNNL_ARG_SRC, src4}, {DNNL_ARG_DST, dst4}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var},
+          {DNNL_ARG_SCALE, scale}, {DNNL_ARG_SHIFT, shift}});
+      fn = [prim, margs, strm]() mutable {
+        prim->execute(strm, *margs);
+        strm.wait();
+      };
+    } else {
+      const memory mean = mem(vec_r, a.dn_mean.data()), var = mem(vec_r, a.dn_var.data());
+      // Forward training: writes y and the statistics (as addnorm's forward writes mean and rstd).
+      const dnnl::layer_normalization_forward::desc fdesc(dnnl::prop_kind::forward_training, data_md,
+                                                          static_cast<float>(kEps), flags);
+      const dnnl::layer_normalization_forward::primitive_desc fpd(fdesc, eng);
+      auto fwd = std::make_shared<dnnl::layer_normalization_forward>(fpd);
+      auto fargs = std::make_shared<std::unordered_map<int, memory>>(std::unordered_map<int, memory>{
+          {DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var},
+          {DNNL_ARG_SCALE, scale}, {DNNL_ARG_SHIFT, shift}});
+      if (c.op == Op::layer_norm_fwd) {
+        impl_info = fpd.impl_info_str();
+        fn = [fwd, fargs, strm]() mutable {
+          fwd->execute(strm, *fargs);
+          strm.wait();
+        };
+      } else {
+        fwd->execute(strm, *fargs);  // the statistics the backward reads
+        strm.wait();
+        // prop_kind::backward: dx, dgamma (diff_scale) and dbeta (diff_shift), as addnorm's.
+        const dnnl::layer_normalization_backward::desc bdesc(dnnl::prop_kind::backward, data_md, data_md,
+                                                             static_cast<float>(kEps), flags);
+        const dnnl::layer_normalization_backward::primitive_desc bpd(bdesc, eng, fpd);
+        impl_info = bpd.impl_info_str();
+        auto bwd = std::make_shared<dnnl::layer_normalization_backward>(bpd);
+        auto bargs = std::make_shared<std::unordered_map<int, memory>>(std::unordered_map<int, memory>{
+            {DNNL_ARG_SRC, src}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}, {DNNL_ARG_DIFF_DST, ddst},
+            {DNNL_ARG_SCALE, scale}, {DNNL_ARG_SHIFT, shift}, {DNNL_ARG_DIFF_SRC, dsrc},
+            {DNNL_ARG_DIFF_SCALE, dscale}, {DNNL_ARG_DIFF_SHIFT, dshift}});
+        fn = [bwd, bargs, strm]() mutable {
+          bwd->execute(strm, *bargs);
+          strm.wait();
+        };
+        out = b.dx;
+      }
+    }
+    const Timing t = measure(fn, args.min_time, args.reps);
+    const double err = check<T>(c.op, b, out, nullptr);
+    emit_result(c, "onednn", t, bytes, std::isnan(err) ? std::nullopt : std::optional<double>(err), impl_info);
+  } catch (const std::exception& e) {
+    emit_skip(c, "onednn", std::string("oneDNN: ") + e.what());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+template <class T>
+void run_dtype(const Args& args, const Arena& arena, const std::string& dtype) {
+  for (const Shape sh : args.shapes) {
+    const Bufs<T> b(arena, sh);
+    fill_inputs<T>(arena, b);
+    for (const int t : args.threads) {
+      addnorm::set_num_threads(t);
+      omp_set_num_threads(t);
+      for (const Op op : args.ops) {
+        const Case c{op, dtype, sh, t};
+        if (op == Op::batch_norm_fwd && sh.rows < 2) {
+          for (const char* impl : {"addnorm", "onednn"})
+            if (has(args.impls, impl)) emit_skip(c, impl, "batch statistics need >= 2 rows");
+          continue;
+        }
+        // Both impls of a case back to back, on the same buffers.
+        if (has(args.impls, "addnorm")) run_addnorm<T>(c, args, b);
+        if (has(args.impls, "onednn")) run_onednn<T>(c, args, arena, b);
+      }
+    }
+  }
+}
+
+void print_info() {
+  const auto* v = dnnl::version();
+  std::cout << "{\"kind\": \"info\", \"build\": " << json_str(ADDNORM_BENCH_BUILD_INFO) << ", \"onednn\": \"" << v->major
+            << "." << v->minor << "." << v->patch << "\", \"omp_max_threads\": " << omp_get_max_threads()
+            << ", \"kernels_probed\": " << (kKernelsProbed ? "true" : "false") << ", \"kernels\": {";
+  bool first = true;
+  for_each_dtype([&]<class T>(T) {
+    using K = KernelSet<T>;
+    const std::pair<const char*, bool> ks[] = {
+        {"layer_norm_forward", K::layer_norm_forward}, {"layer_norm_backward", K::layer_norm_backward},
+        {"rms_norm_forward", K::rms_norm_forward},     {"rms_norm_backward", K::rms_norm_backward},
+        {"batch_norm_forward", K::batch_norm_forward}, {"batch_norm_backward", K::batch_norm_backward},
+        {"add_norm_forward", K::add_norm_forward},     {"add_norm_backward", K::add_norm_backward}};
+    std::cout << (first ? "" : ", ") << json_str(std::string(DType<T>::name)) << ": [";
+    first = false;
+    bool first_k = true;
+    for (const auto& [name, have] : ks) {
+      if (!have) continue;
+      std::cout << (first_k ? "" : ", ") << json_str(name);
+      first_k = false;
+    }
+    std::cout << "]";
+  });
+  std::cout << "}}" << std::endl;
+}
+
+}  // namespace
+}  // namespace addnorm::bench
+
+int main(int argc, char** argv) {
+  using namespace addnorm::bench;
+  const Args args = parse_args(argc, argv);
+  print_info();
+  if (args.info) return 0;
+  if (has(args.impls, "triad")) run_triad(args);
+  if (!has(args.impls, "addnorm") && !has(args.impls, "onednn")) return 0;
+
+  size_t elem = 2;
+  for (const auto& dtype : args.dtypes) elem = std::max<size_t>(elem, dtype == "f64" ? 8 : dtype == "f32" ? 4 : 2);
+  size_t big = 0, vec = 1;
+  for (const Shape s : args.shapes) {
+    big = std::max(big, static_cast<size_t>(s.rows * s.d) * elem);
+    vec = std::max(vec, static_cast<size_t>(std::max(s.rows, s.d)));
+  }
+  const Arena arena(big, vec);
+  for (const auto& dtype : args.dtypes) {
+    if (dtype == "f32") {
+      run_dtype<float>(args, arena, dtype);
+    } else if (dtype == "f64") {
+      run_dtype<double>(args, arena, dtype);
+    } else if (dtype == "bf16") {
+      run_dtype<addnorm::bf16>(args, arena, dtype);
+    } else if (dtype == "f16") {
+      run_dtype<addnorm::f16>(args, arena, dtype);
+    } else {
+      usage_error("unknown dtype '" + dtype + "'");
+    }
+  }
+  return 0;
+}
