@@ -1,15 +1,16 @@
 // Fused residual add + dropout + LayerNorm/RMSNorm, forward and backward, and ReZero. See
-// include/addnorm/norm/add_norm.hpp. Each row is handled in one sweep: the new residual row s is
-// written and, while it is still in cache, normalized; backward regenerates the dropout mask.
+// include/addnorm/norm/add_norm.hpp. Each row is handled in one sweep: the new residual row is
+// built in a cache-resident scratch row, normalized from there, and both s and y are written
+// once; backward regenerates the dropout mask from (seed, offset, index).
 #include "addnorm/norm/add_norm.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
-#include "dropout_bits.hpp"
 #include "param_grads.hpp"
-#include "row_kernels.hpp"
+#include "simd/row_ops.hpp"
 #include "workspace.hpp"
 
 namespace addnorm {
@@ -22,15 +23,26 @@ void check_options(const AddNormOptions& o, const char* fn) {
   o.dropout.check(fn);
 }
 
-// The keep mask of one row as 0 or 1/(1-p) factors in compute type.   keep: (d) =
+// Per-thread work rows for one row of d elements: the dropout factors (0 or 1/(1-p)) and the bits
+// behind them.
 template <class C>
-void dropout_row_scale(C* keep, uint32_t* bits, const DropoutSpec& drop, uint64_t first, int64_t d) {
-  detail::philox_fill(bits, drop.seed, drop.offset + first, d);
-  const uint64_t thr = drop.threshold();
-  const C scale = static_cast<C>(drop.scale());
-#pragma omp simd
-  for (int64_t c = 0; c < d; ++c) keep[c] = bits[c] >= thr ? scale : C{0};
-}
+struct DropoutRow {
+  C* keep;
+  uint32_t* bits;
+  uint32_t* scratch;
+  explicit DropoutRow(int64_t d)
+      : keep(detail::scratch<C, 2>(static_cast<size_t>(d))),
+        bits(detail::scratch<uint32_t, 3>(static_cast<size_t>(2 * d + 64))),
+        scratch(bits + d) {}
+  // Fills keep for row r of a (rows, d) call; returns keep, or null when dropout is off.
+  template <class T>
+  const C* fill(const detail::RowOps<T>& ops, const DropoutSpec& drop, int64_t r, int64_t d) {
+    if (!drop.active()) return nullptr;
+    ops.dropout_keep(keep, drop.seed, drop.offset + static_cast<uint64_t>(r * d), drop.threshold(), drop.scale(), d,
+                     bits, scratch);
+    return keep;
+  }
+};
 }  // namespace
 
 // s, y: (rows, d) =    mean, rstd: (rows) =    h, f: (rows, d)    gamma, beta: (d) or empty
@@ -57,32 +69,21 @@ void add_norm_forward(View2D<T> s, View2D<T> y, std::span<stat_t<T>> mean, std::
   const T* g = gamma.empty() ? nullptr : gamma.data();
   const T* b = beta.empty() ? nullptr : beta.data();
   const C alpha = static_cast<C>(options.alpha);
-  const DropoutSpec& drop = options.dropout;
   const int nt = threads_for(rows * d, kMinWorkPerThread);
+  const bool stream = 2 * rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
+  const auto& ops = detail::row_ops<T>();
 
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* hr = h.row(r);
-    const T* fr = f.row(r);
-    T* sr = s.row(r);
-    if (drop.active()) {
-      C* keep = detail::scratch<C, 2>(static_cast<size_t>(d));
-      uint32_t* bits = detail::scratch<uint32_t, 3>(static_cast<size_t>(d));
-      dropout_row_scale(keep, bits, drop, static_cast<uint64_t>(r * d), d);
-#pragma omp simd
-      for (int64_t c = 0; c < d; ++c)
-        sr[c] = static_cast<T>(alpha * static_cast<C>(hr[c]) + keep[c] * static_cast<C>(fr[c]));
-    } else {
-#pragma omp simd
-      for (int64_t c = 0; c < d; ++c) sr[c] = static_cast<T>(alpha * static_cast<C>(hr[c]) + static_cast<C>(fr[c]));
-    }
-    if (layer) {
-      const detail::RowMeanRstd st = detail::ln_row_forward(y.row(r), sr, g, b, d, options.eps);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    DropoutRow<C> drop(d);
+    T* t = detail::scratch<T, 4>(static_cast<size_t>(d));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const C* keep = drop.fill(ops, options.dropout, r, d);
+      const detail::RowMeanRstd st = ops.add_norm_forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g,
+                                                              b, d, options.eps, layer, stream, t);
       if (!mean.empty()) mean[r] = static_cast<S>(st.mean);
       if (!rstd.empty()) rstd[r] = static_cast<S>(st.rstd);
-    } else {
-      const double rs = detail::rms_row_forward(y.row(r), sr, g, d, options.eps);
-      if (!rstd.empty()) rstd[r] = static_cast<S>(rs);
     }
   }
 }
@@ -118,43 +119,27 @@ void add_norm_backward(View2D<T> dh, View2D<T> df, std::span<T> dgamma, std::spa
   if (rows == 0) return;
   const T* gm = gamma.empty() ? nullptr : gamma.data();
   const C alpha = static_cast<C>(options.alpha);
-  const DropoutSpec& drop = options.dropout;
   const detail::RowChunks chunks(rows);
   detail::ParamPartials<S> partials(chunks.count, d, !dgamma.empty(), !dbeta.empty());
   const int nt = threads_for(rows * d, kMinWorkPerThread);
+  const bool stream = 2 * rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
+  const auto& ops = detail::row_ops<T>();
 
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t k = 0; k < chunks.count; ++k) {
-    S* pdg = partials.dgamma(k);
-    S* pdb = partials.dbeta(k);
-    C* t = detail::scratch<C, 2>(static_cast<size_t>(2 * d));  // t: (d), keep: (d)
-    C* keep = t + d;
-    uint32_t* bits = detail::scratch<uint32_t, 3>(static_cast<size_t>(d));
-    for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) {
-      if (layer)
-        detail::ln_row_backward(t, pdg, pdb, dy.row(r), s.row(r), mean[r], rstd[r], gm, d);
-      else
-        detail::rms_row_backward(t, pdg, dy.row(r), s.row(r), rstd[r], gm, d);
-      if (has_ds) {
-        const T* dsr = ds.row(r);
-#pragma omp simd
-        for (int64_t c = 0; c < d; ++c) t[c] += static_cast<C>(dsr[c]);
-      }
-      T* dhr = dh.row(r);
-      T* dfr = df.row(r);
-      if (drop.active()) {
-        dropout_row_scale(keep, bits, drop, static_cast<uint64_t>(r * d), d);
-#pragma omp simd
-        for (int64_t c = 0; c < d; ++c) {
-          dhr[c] = static_cast<T>(alpha * t[c]);
-          dfr[c] = static_cast<T>(t[c] * keep[c]);
-        }
-      } else {
-#pragma omp simd
-        for (int64_t c = 0; c < d; ++c) {
-          dhr[c] = static_cast<T>(alpha * t[c]);
-          dfr[c] = static_cast<T>(t[c]);
-        }
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    DropoutRow<C> drop(d);
+    C* t = detail::scratch<C, 5>(static_cast<size_t>(d));
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < chunks.count; ++k) {
+      S* pdg = partials.dgamma(k);
+      S* pdb = partials.dbeta(k);
+      for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) {
+        if (layer)
+          ops.ln_backward_c(t, pdg, pdb, dy.row(r), s.row(r), mean[r], rstd[r], gm, d, false);
+        else
+          ops.rms_backward_c(t, pdg, dy.row(r), s.row(r), rstd[r], gm, d, false);
+        const C* keep = drop.fill(ops, options.dropout, r, d);
+        ops.add_norm_backward_finish(dh.row(r), df.row(r), t, has_ds ? ds.row(r) : nullptr, keep, alpha, d, stream);
       }
     }
   }
@@ -173,21 +158,20 @@ void rezero_forward(View2D<T> s, View2D<const T> h, View2D<const T> f, double a,
   const int64_t rows = h.rows(), d = h.cols();
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const C ac = static_cast<C>(a);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* hr = h.row(r);
-    const T* fr = f.row(r);
-    T* sr = s.row(r);
-    if (dropout.active()) {
-      C* keep = detail::scratch<C, 2>(static_cast<size_t>(d));
-      uint32_t* bits = detail::scratch<uint32_t, 3>(static_cast<size_t>(d));
-      dropout_row_scale(keep, bits, dropout, static_cast<uint64_t>(r * d), d);
-#pragma omp simd
-      for (int64_t c = 0; c < d; ++c)
-        sr[c] = static_cast<T>(static_cast<C>(hr[c]) + ac * keep[c] * static_cast<C>(fr[c]));
-    } else {
-#pragma omp simd
-      for (int64_t c = 0; c < d; ++c) sr[c] = static_cast<T>(static_cast<C>(hr[c]) + ac * static_cast<C>(fr[c]));
+  const auto& ops = detail::row_ops<T>();
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    DropoutRow<C> drop(d);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* hr = h.row(r);
+      const T* fr = f.row(r);
+      T* sr = s.row(r);
+      const C* keep = drop.fill(ops, dropout, r, d);
+      for (int64_t c = 0; c < d; ++c) {
+        const C fc = keep != nullptr ? keep[c] * static_cast<C>(fr[c]) : static_cast<C>(fr[c]);
+        sr[c] = static_cast<T>(static_cast<C>(hr[c]) + ac * fc);
+      }
     }
   }
 }
@@ -211,28 +195,27 @@ void rezero_backward(View2D<T> dh, View2D<T> df, double& da, View2D<const T> ds,
   double* row_da = detail::scratch<double, 0>(static_cast<size_t>(rows));
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const C ac = static_cast<C>(a);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* dsr = ds.row(r);
-    const T* fr = f.row(r);
-    T* dhr = dh.row(r);
-    T* dfr = df.row(r);
-    C* keep = detail::scratch<C, 2>(static_cast<size_t>(d));
-    if (dropout.active()) {
-      uint32_t* bits = detail::scratch<uint32_t, 3>(static_cast<size_t>(d));
-      dropout_row_scale(keep, bits, dropout, static_cast<uint64_t>(r * d), d);
-    } else {
-      std::fill(keep, keep + d, C{1});
+  const auto& ops = detail::row_ops<T>();
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    DropoutRow<C> drop(d);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* dsr = ds.row(r);
+      const T* fr = f.row(r);
+      T* dhr = dh.row(r);
+      T* dfr = df.row(r);
+      const C* keep = drop.fill(ops, dropout, r, d);
+      double acc = 0;
+      for (int64_t c = 0; c < d; ++c) {
+        const C g = static_cast<C>(dsr[c]);
+        const C k = keep != nullptr ? keep[c] : C{1};
+        acc += static_cast<double>(g) * static_cast<double>(k * static_cast<C>(fr[c]));
+        dfr[c] = static_cast<T>(ac * k * g);
+        dhr[c] = static_cast<T>(g);
+      }
+      row_da[r] = acc;
     }
-    double acc = 0;
-#pragma omp simd reduction(+ : acc)
-    for (int64_t c = 0; c < d; ++c) {
-      const C g = static_cast<C>(dsr[c]);
-      acc += static_cast<double>(g) * static_cast<double>(keep[c] * static_cast<C>(fr[c]));
-      dfr[c] = static_cast<T>(ac * keep[c] * g);
-      dhr[c] = static_cast<T>(g);
-    }
-    row_da[r] = acc;
   }
   for (int64_t r = 0; r < rows; ++r) da += row_da[r];
 }
@@ -250,6 +233,8 @@ void rezero_backward(View2D<T> dh, View2D<T> df, double& da, View2D<const T> ds,
                                    const DropoutSpec&);
 ADDNORM_INSTANTIATE(float)
 ADDNORM_INSTANTIATE(double)
+ADDNORM_INSTANTIATE(bf16)
+ADDNORM_INSTANTIATE(f16)
 #undef ADDNORM_INSTANTIATE
 
 }  // namespace addnorm

@@ -10,13 +10,19 @@
 
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
-#include "row_stats.hpp"
 #include "workspace.hpp"
 
 namespace addnorm {
 namespace {
 constexpr int64_t kMinWorkPerThread = int64_t{1} << 15;  // elements
 constexpr int64_t kColumnBlock = 64;                     // columns per block of the column passes
+
+// A double split into hi + lo of type C: (x - hi) - lo is x - v to the rounding of the result.
+template <class C>
+struct Split {
+  C hi, lo;
+  explicit Split(double v) : hi(static_cast<C>(v)), lo(static_cast<C>(v - static_cast<double>(hi))) {}
+};
 
 bool is_valid(std::span<const uint8_t> mask, int64_t r) { return mask.empty() || mask[r] != 0; }
 
@@ -131,7 +137,7 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
     const double rs = 1.0 / std::sqrt(col_var[c] + options.eps);
     if (!mean.empty()) mean[c] = static_cast<S>(col_mean[c]);
     if (!rstd.empty()) rstd[c] = static_cast<S>(rs);
-    const detail::Split<C> m(col_mean[c]);
+    const Split<C> m(col_mean[c]);
     m_hi[c] = m.hi;
     m_lo[c] = m.lo;
     a[c] = static_cast<C>(gamma.empty() ? rs : rs * static_cast<double>(gamma[c]));
@@ -253,6 +259,8 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
                                        std::span<const T>);
 ADDNORM_INSTANTIATE(float)
 ADDNORM_INSTANTIATE(double)
+ADDNORM_INSTANTIATE(bf16)
+ADDNORM_INSTANTIATE(f16)
 #undef ADDNORM_INSTANTIATE
 
 }  // namespace addnorm

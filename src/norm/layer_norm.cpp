@@ -7,7 +7,7 @@
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
 #include "param_grads.hpp"
-#include "row_kernels.hpp"
+#include "simd/row_ops.hpp"
 
 namespace addnorm {
 namespace {
@@ -31,10 +31,12 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   const T* g = gamma.empty() ? nullptr : gamma.data();
   const T* b = beta.empty() ? nullptr : beta.data();
   const int nt = threads_for(rows * d, kMinWorkPerThread);
+  const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
+  const auto& ops = detail::row_ops<T>();
 
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t r = 0; r < rows; ++r) {
-    const detail::RowMeanRstd st = detail::ln_row_forward(y.row(r), x.row(r), g, b, d, eps);
+    const detail::RowMeanRstd st = ops.ln_forward(y.row(r), x.row(r), g, b, d, eps, stream);
     if (!mean.empty()) mean[r] = static_cast<stat_t<T>>(st.mean);
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(st.rstd);
   }
@@ -66,13 +68,15 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   const detail::RowChunks chunks(rows);
   detail::ParamPartials<S> partials(chunks.count, d, want_dg, want_db);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
+  const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
+  const auto& ops = detail::row_ops<T>();
 
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t k = 0; k < chunks.count; ++k) {
     S* pdg = partials.dgamma(k);
     S* pdb = partials.dbeta(k);
     for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r)
-      detail::ln_row_backward(dx.row(r), pdg, pdb, dy.row(r), x.row(r), mean[r], rstd[r], gm, d);
+      ops.ln_backward(dx.row(r), pdg, pdb, dy.row(r), x.row(r), mean[r], rstd[r], gm, d, stream);
   }
   partials.reduce_into(dgamma, dbeta, nt);
 }
@@ -85,6 +89,8 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
                                        std::span<const stat_t<T>>, std::span<const T>);
 ADDNORM_INSTANTIATE(float)
 ADDNORM_INSTANTIATE(double)
+ADDNORM_INSTANTIATE(bf16)
+ADDNORM_INSTANTIATE(f16)
 #undef ADDNORM_INSTANTIATE
 
 }  // namespace addnorm

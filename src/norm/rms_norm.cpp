@@ -6,7 +6,7 @@
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
 #include "param_grads.hpp"
-#include "row_kernels.hpp"
+#include "simd/row_ops.hpp"
 
 namespace addnorm {
 namespace {
@@ -26,10 +26,12 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
   const int64_t rows = x.rows(), d = x.cols();
   const T* g = gamma.empty() ? nullptr : gamma.data();
   const int nt = threads_for(rows * d, kMinWorkPerThread);
+  const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
+  const auto& ops = detail::row_ops<T>();
 
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t r = 0; r < rows; ++r) {
-    const double rs = detail::rms_row_forward(y.row(r), x.row(r), g, d, eps);
+    const double rs = ops.rms_forward(y.row(r), x.row(r), g, d, eps, stream);
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(rs);
   }
 }
@@ -56,12 +58,14 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   const detail::RowChunks chunks(rows);
   detail::ParamPartials<S> partials(chunks.count, d, !dgamma.empty(), false);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
+  const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
+  const auto& ops = detail::row_ops<T>();
 
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t k = 0; k < chunks.count; ++k) {
     S* pdg = partials.dgamma(k);
     for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r)
-      detail::rms_row_backward(dx.row(r), pdg, dy.row(r), x.row(r), rstd[r], gm, d);
+      ops.rms_backward(dx.row(r), pdg, dy.row(r), x.row(r), rstd[r], gm, d, stream);
   }
   partials.reduce_into(dgamma, std::span<T>{}, nt);
 }
@@ -73,6 +77,8 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
                                      std::span<const stat_t<T>>, std::span<const T>);
 ADDNORM_INSTANTIATE(float)
 ADDNORM_INSTANTIATE(double)
+ADDNORM_INSTANTIATE(bf16)
+ADDNORM_INSTANTIATE(f16)
 #undef ADDNORM_INSTANTIATE
 
 }  // namespace addnorm

@@ -5,7 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "../../src/norm/dropout_bits.hpp"
+#include "../../src/norm/simd/row_ops.hpp"
+#include "addnorm/norm/simd.hpp"
 #include "addnorm/core/philox.hpp"
 #include "addnorm/norm/dropout.hpp"
 
@@ -21,16 +22,24 @@ TEST(Philox, KnownAnswers) {
             (A4{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
 }
 
-TEST(Philox, FillMatchesElementwise) {
-  for (uint64_t start : {0ull, 1ull, 3ull, 5ull, (1ull << 32) + 2}) {
-    for (int64_t n : {0, 1, 2, 3, 4, 7, 33}) {
-      std::vector<uint32_t> bits(static_cast<size_t>(n) + 1, 0xdeadbeefu);
-      addnorm::detail::philox_fill(bits.data(), 42, start, n);
-      for (int64_t i = 0; i < n; ++i)
-        ASSERT_EQ(bits[i], addnorm::philox_bits(42, start + static_cast<uint64_t>(i))) << "start " << start << " i " << i;
-      ASSERT_EQ(bits[n], 0xdeadbeefu) << "wrote past the end, n = " << n;
+// The vectorized block generator of every SIMD target against the scalar definition.
+TEST(Philox, FillMatchesElementwiseOnEveryTarget) {
+  const std::string before = addnorm::simd_target();
+  for (const auto& target : addnorm::supported_simd_targets()) {
+    addnorm::set_simd_target(target);
+    const auto& ops = addnorm::detail::row_ops<float>();
+    for (uint64_t start : {0ull, 1ull, 3ull, 5ull, (1ull << 32) - 3, (1ull << 34) + 2}) {
+      for (int64_t n : {0, 1, 2, 3, 4, 7, 33, 100}) {
+        std::vector<uint32_t> bits(static_cast<size_t>(n) + 1, 0xdeadbeefu), scratch(static_cast<size_t>(n) + 64);
+        ops.philox_fill(bits.data(), 42, start, n, scratch.data());
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(bits[i], addnorm::philox_bits(42, start + static_cast<uint64_t>(i)))
+              << target << " start " << start << " i " << i;
+        ASSERT_EQ(bits[n], 0xdeadbeefu) << "wrote past the end, n = " << n;
+      }
     }
   }
+  addnorm::set_simd_target(before);
 }
 
 TEST(Dropout, KeepRateWithinFiveSigma) {

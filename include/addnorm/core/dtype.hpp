@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <type_traits>
 
 namespace addnorm {
 
@@ -11,8 +12,14 @@ struct bf16 {
   uint16_t bits = 0;
 
   constexpr bf16() = default;
-  explicit constexpr bf16(float v) : bits(from_float(v)) {}
-  explicit constexpr operator float() const { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+  template <class N>
+    requires std::is_arithmetic_v<N>
+  explicit constexpr bf16(N v) : bits(from_float(static_cast<float>(v))) {}
+  template <class N>
+    requires std::is_arithmetic_v<N>
+  explicit constexpr operator N() const {
+    return static_cast<N>(std::bit_cast<float>(static_cast<uint32_t>(bits) << 16));
+  }
 
   static constexpr uint16_t from_float(float v) {
     const auto u = std::bit_cast<uint32_t>(v);
@@ -26,8 +33,14 @@ struct f16 {
   uint16_t bits = 0;
 
   constexpr f16() = default;
-  explicit constexpr f16(float v) : bits(from_float(v)) {}
-  explicit constexpr operator float() const { return to_float(bits); }
+  template <class N>
+    requires std::is_arithmetic_v<N>
+  explicit constexpr f16(N v) : bits(from_float(static_cast<float>(v))) {}
+  template <class N>
+    requires std::is_arithmetic_v<N>
+  explicit constexpr operator N() const {
+    return static_cast<N>(to_float(bits));
+  }
 
   static constexpr uint16_t from_float(float v) {
     const auto u = std::bit_cast<uint32_t>(v);

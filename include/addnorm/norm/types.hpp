@@ -3,9 +3,12 @@
 
 #include <type_traits>
 
+#include "addnorm/core/dtype.hpp"
+
 namespace addnorm {
 
-// Statistics (mean, rstd, running mean/var) are kept in f32 for f32 (and later bf16/f16) data
+// Element types: float, double, bf16 and f16 (16-bit storage, float arithmetic).
+// Statistics (mean, rstd, running mean/var) are kept in f32 for f32, bf16 and f16 data
 // and in f64 for f64 data.
 template <class T>
 struct StatType {

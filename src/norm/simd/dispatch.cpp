@@ -1,0 +1,88 @@
+// Chooses the row-kernel target: the best one the CPU supports, ADDNORM_SIMD, or set_simd_target().
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "addnorm/core/error.hpp"
+#include "addnorm/norm/simd.hpp"
+#include "row_ops.hpp"
+
+namespace addnorm {
+namespace {
+
+enum Target : int { kGeneric = 0, kAvx2 = 1, kAvx512 = 2 };
+constexpr const char* kNames[] = {"generic", "avx2", "avx512"};
+
+bool cpu_supports(Target t) {
+  switch (t) {
+    case kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("fma");
+    case kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    default:
+      return true;
+  }
+}
+
+int parse(std::string_view name) {
+  for (int t = 0; t < 3; ++t)
+    if (name == kNames[t]) return t;
+  return -1;
+}
+
+int initial_target() {
+  if (const char* env = std::getenv("ADDNORM_SIMD"); env != nullptr && *env != '\0') {
+    const int t = parse(env);
+    require(t >= 0, "ADDNORM_SIMD", "unknown target '", env, "'; expected avx512, avx2 or generic");
+    require(cpu_supports(static_cast<Target>(t)), "ADDNORM_SIMD", "this CPU cannot run target '", env, "'");
+    return t;
+  }
+  for (int t = kAvx512; t >= kGeneric; --t)
+    if (cpu_supports(static_cast<Target>(t))) return t;
+  return kGeneric;
+}
+
+std::atomic<int>& current() {
+  static std::atomic<int> target{initial_target()};
+  return target;
+}
+
+template <class T>
+struct Tables {
+  detail::RowOps<T> ops[3] = {detail::generic::make_row_ops<T>(), detail::avx2::make_row_ops<T>(),
+                              detail::avx512::make_row_ops<T>()};
+};
+
+}  // namespace
+
+std::vector<std::string> supported_simd_targets() {
+  std::vector<std::string> out;
+  for (int t = kAvx512; t >= kGeneric; --t)
+    if (cpu_supports(static_cast<Target>(t))) out.emplace_back(kNames[t]);
+  return out;
+}
+
+std::string simd_target() { return kNames[current().load(std::memory_order_relaxed)]; }
+
+void set_simd_target(std::string_view name) {
+  const int t = parse(name);
+  require(t >= 0, "set_simd_target", "unknown target '", name, "'; expected avx512, avx2 or generic");
+  require(cpu_supports(static_cast<Target>(t)), "set_simd_target", "this CPU cannot run target '", name, "'");
+  current().store(t, std::memory_order_relaxed);
+}
+
+namespace detail {
+template <class T>
+const RowOps<T>& row_ops() {
+  static const Tables<T> tables;
+  return tables.ops[current().load(std::memory_order_relaxed)];
+}
+template const RowOps<float>& row_ops<float>();
+template const RowOps<double>& row_ops<double>();
+template const RowOps<bf16>& row_ops<bf16>();
+template const RowOps<f16>& row_ops<f16>();
+}  // namespace detail
+
+}  // namespace addnorm

@@ -1,0 +1,62 @@
+// Runtime dispatch of the row kernels. row_kernels.inc is compiled once per SIMD target
+// (target_avx512.cpp, target_avx2.cpp, target_generic.cpp, each with its own -m flags and its own
+// namespace, so no inline function crosses targets), and row_ops<T>() hands out the table of the
+// best target the CPU supports, or the one chosen with addnorm::set_simd_target().
+#pragma once
+
+#include <cstdint>
+
+#include "addnorm/core/dtype.hpp"
+#include "addnorm/norm/types.hpp"
+
+namespace addnorm::detail {
+
+struct RowMeanRstd {
+  double mean;
+  double rstd;
+};
+
+template <class T>
+struct RowOps {
+  using C = compute_t<T>;
+  using S = stat_t<T>;
+  RowMeanRstd (*ln_forward)(T* y, const T* x, const T* g, const T* b, int64_t d, double eps, bool stream);
+  double (*rms_forward)(T* y, const T* x, const T* g, int64_t d, double eps, bool stream);
+  void (*ln_backward)(T* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
+                      bool stream);
+  void (*rms_backward)(T* dx, S* pdg, const T* dy, const T* x, S rstd, const T* g, int64_t d, bool stream);
+  void (*ln_backward_c)(C* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
+                        bool stream);
+  void (*rms_backward_c)(C* dx, S* pdg, const T* dy, const T* x, S rstd, const T* g, int64_t d, bool stream);
+  RowMeanRstd (*add_norm_forward_row)(T* s, T* y, const T* h, const T* f, const C* keep, C alpha, const T* g,
+                                      const T* b, int64_t d, double eps, bool layer, bool stream, T* t);
+  void (*add_norm_backward_finish)(T* dh, T* df, C* t, const T* ds, const C* keep, C alpha, int64_t d, bool stream);
+  void (*dropout_keep)(C* keep, uint64_t seed, uint64_t start, uint64_t threshold, double scale, int64_t n,
+                       uint32_t* bits, uint32_t* scratch);
+  void (*philox_fill)(uint32_t* bits, uint64_t seed, uint64_t start, int64_t n, uint32_t* scratch);
+};
+
+// The table of the current target.
+template <class T>
+const RowOps<T>& row_ops();
+
+// Per target: the tables, defined in target_*.cpp.
+#define ADDNORM_DECLARE_TARGET(ns)             \
+  namespace ns {                               \
+  template <class T>                           \
+  RowOps<T> make_row_ops();                    \
+  extern template RowOps<float> make_row_ops<float>(); \
+  extern template RowOps<double> make_row_ops<double>(); \
+  extern template RowOps<bf16> make_row_ops<bf16>(); \
+  extern template RowOps<f16> make_row_ops<f16>();  \
+  }
+ADDNORM_DECLARE_TARGET(avx512)
+ADDNORM_DECLARE_TARGET(avx2)
+ADDNORM_DECLARE_TARGET(generic)
+#undef ADDNORM_DECLARE_TARGET
+
+// Outputs larger than this many bytes are written with streaming stores (they would not stay in
+// cache anyway, and skipping the read-for-ownership saves a third of the memory traffic).
+inline constexpr int64_t kStreamBytes = int64_t{8} << 20;
+
+}  // namespace addnorm::detail

@@ -1,0 +1,198 @@
+// Every SIMD target the CPU supports (avx512, avx2, generic), for every element type (f32, f64,
+// bf16, f16): LayerNorm and RMSNorm forward/backward and the fused Add & Norm against the f64
+// reference, on a sweep of widths (tails of every length), strided and misaligned rows, and
+// outputs large enough to take the streaming-store path.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "addnorm/norm/add_norm.hpp"
+#include "addnorm/norm/layer_norm.hpp"
+#include "addnorm/norm/reference.hpp"
+#include "addnorm/norm/rms_norm.hpp"
+#include "addnorm/norm/simd.hpp"
+
+namespace {
+
+using addnorm::bf16;
+using addnorm::f16;
+using addnorm::View2D;
+
+template <class T>
+const char* name() {
+  if constexpr (std::is_same_v<T, float>) return "f32";
+  if constexpr (std::is_same_v<T, double>) return "f64";
+  if constexpr (std::is_same_v<T, bf16>) return "bf16";
+  return "f16";
+}
+
+// Allowed error relative to max(1, |ref|): a few roundings of the output type.
+template <class T>
+double tol() {
+  if constexpr (std::is_same_v<T, float>) return 3e-6;
+  if constexpr (std::is_same_v<T, double>) return 1e-13;
+  if constexpr (std::is_same_v<T, bf16>) return 8e-3;
+  return 1.5e-3;
+}
+
+// A (rows, d) matrix of T with row stride `stride`, starting `shift` elements into its buffer.
+template <class T>
+struct Mat {
+  std::vector<T> buf;
+  int64_t rows, d, stride, shift;
+  Mat(int64_t r, int64_t cols, int64_t st, int64_t sh, unsigned seed, double mean, double sd)
+      : buf(static_cast<size_t>(sh + r * st + 1)), rows(r), d(cols), stride(st), shift(sh) {
+    std::mt19937 gen(seed);
+    std::normal_distribution<double> dist(mean, sd);
+    for (auto& v : buf) v = static_cast<T>(dist(gen));
+  }
+  View2D<T> view() { return View2D<T>(buf.data() + shift, rows, d, stride); }
+  View2D<const T> cview() const { return View2D<const T>(buf.data() + shift, rows, d, stride); }
+  double at(int64_t r, int64_t c) const { return static_cast<double>(buf[static_cast<size_t>(shift + r * stride + c)]); }
+};
+
+// row_scale (optional): a per-row magnitude of the terms that make up the result, for results that
+// are differences of larger terms (the backward's g - mean(g) - x_hat * mean(g * x_hat), times rstd).
+template <class T>
+::testing::AssertionResult close(const Mat<T>& got, const std::vector<double>& ref, const char* what,
+                                 const std::vector<double>& row_scale = {}) {
+  for (int64_t r = 0; r < got.rows; ++r)
+    for (int64_t c = 0; c < got.d; ++c) {
+      const double want = ref[static_cast<size_t>(r * got.d + c)];
+      const double err = std::abs(got.at(r, c) - want);
+      const double scale = row_scale.empty() ? 1.0 : std::max(1.0, row_scale[static_cast<size_t>(r)]);
+      if (!(err <= tol<T>() * std::max(scale, std::abs(want))))
+        return ::testing::AssertionFailure() << what << "(" << r << ", " << c << ") = " << got.at(r, c) << ", reference "
+                                             << want << ", error " << err;
+    }
+  return ::testing::AssertionSuccess();
+}
+
+template <class T>
+::testing::AssertionResult close_vec(const std::vector<T>& got, const std::vector<double>& ref, double scale,
+                                     const char* what) {
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double err = std::abs(static_cast<double>(got[i]) - ref[i]);
+    if (!(err <= tol<T>() * scale * std::max(1.0, std::abs(ref[i]))))
+      return ::testing::AssertionFailure() << what << "[" << i << "] = " << static_cast<double>(got[i]) << ", reference "
+                                           << ref[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The inputs rounded to T, so the reference sees exactly what the kernel sees.
+template <class T>
+std::vector<T> params(int64_t d, unsigned seed, double mean) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<double> dist(mean, 0.5);
+  std::vector<T> v(static_cast<size_t>(d));
+  for (auto& e : v) e = static_cast<T>(dist(gen));
+  return v;
+}
+
+// rstd * max |dy * gamma| per row: the size of the terms of dx.
+template <class T>
+std::vector<double> dx_scale(const std::vector<double>& rstd, const Mat<T>& dy, const std::vector<T>& gamma) {
+  std::vector<double> out(rstd.size());
+  for (int64_t r = 0; r < dy.rows; ++r) {
+    double m = 0;
+    for (int64_t c = 0; c < dy.d; ++c) m = std::max(m, std::abs(dy.at(r, c) * static_cast<double>(gamma[c])));
+    out[static_cast<size_t>(r)] = rstd[static_cast<size_t>(r)] * m * 4;
+  }
+  return out;
+}
+
+template <class T>
+void check_case(int64_t rows, int64_t d, int64_t pad, int64_t shift, double mean) {
+  using S = addnorm::stat_t<T>;
+  SCOPED_TRACE(std::string(name<T>()) + " target " + addnorm::simd_target() + " rows " + std::to_string(rows) + " d " +
+               std::to_string(d) + " pad " + std::to_string(pad) + " shift " + std::to_string(shift) + " mean " +
+               std::to_string(mean));
+  const int64_t st = d + pad;
+  Mat<T> x(rows, d, st, shift, 1, mean, 2.0), dy(rows, d, st, shift, 2, 0.0, 1.0), y(rows, d, st, shift, 3, 0, 1),
+      dx(rows, d, st, shift, 4, 0, 1);
+  const auto gamma = params<T>(d, 5, 1.0), beta = params<T>(d, 6, 0.0);
+  std::vector<S> mean_s(static_cast<size_t>(rows)), rstd_s(static_cast<size_t>(rows));
+  std::vector<T> dgamma(static_cast<size_t>(d), T(0)), dbeta(static_cast<size_t>(d), T(0));
+  const double eps = 1e-5;
+
+  addnorm::layer_norm_forward<T>(y.view(), mean_s, rstd_s, x.cview(), gamma, beta, eps);
+  const auto f = addnorm::ref::layer_norm_forward<T>(x.cview(), gamma, beta, eps);
+  EXPECT_TRUE(close(y, f.y, "layer y"));
+  addnorm::layer_norm_backward<T>(dx.view(), dgamma, dbeta, dy.cview(), x.cview(), mean_s, rstd_s, gamma);
+  const auto b = addnorm::ref::layer_norm_backward<T>(dy.cview(), x.cview(), gamma, eps);
+  EXPECT_TRUE(close(dx, b.dx, "layer dx", dx_scale(f.rstd, dy, gamma)));
+  const double rs = std::sqrt(static_cast<double>(rows)) * 4;
+  EXPECT_TRUE(close_vec(dgamma, b.dgamma, rs, "layer dgamma"));
+  EXPECT_TRUE(close_vec(dbeta, b.dbeta, rs, "layer dbeta"));
+
+  std::fill(dgamma.begin(), dgamma.end(), T(0));
+  addnorm::rms_norm_forward<T>(y.view(), rstd_s, x.cview(), gamma, eps);
+  const auto fr = addnorm::ref::rms_norm_forward<T>(x.cview(), gamma, eps);
+  EXPECT_TRUE(close(y, fr.y, "rms y"));
+  addnorm::rms_norm_backward<T>(dx.view(), dgamma, dy.cview(), x.cview(), rstd_s, gamma);
+  const auto br = addnorm::ref::rms_norm_backward<T>(dy.cview(), x.cview(), gamma, eps);
+  EXPECT_TRUE(close(dx, br.dx, "rms dx", dx_scale(fr.rstd, dy, gamma)));
+  EXPECT_TRUE(close_vec(dgamma, br.dgamma, rs, "rms dgamma"));
+
+  // Fused pre-norm with dropout: s against alpha * h + keep * f, y against the reference of s.
+  addnorm::AddNormOptions opt;
+  opt.alpha = 1.5;
+  opt.dropout = addnorm::DropoutSpec{0.25, 7, 3};
+  Mat<T> s(rows, d, st, shift, 8, 0, 1);
+  addnorm::add_norm_forward<T>(s.view(), y.view(), mean_s, rstd_s, x.cview(), dy.cview(), gamma, beta, opt);
+  std::vector<double> s_ref(static_cast<size_t>(rows * d));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < d; ++c) {
+      const auto i = static_cast<uint64_t>(r * d + c);
+      s_ref[i] = 1.5 * x.at(r, c) + (opt.dropout.keep(i) ? dy.at(r, c) / 0.75 : 0.0);
+    }
+  EXPECT_TRUE(close(s, s_ref, "fused s"));
+  EXPECT_TRUE(close(y, addnorm::ref::layer_norm_forward<T>(s.cview(), gamma, beta, eps).y, "fused y"));
+}
+
+template <class T>
+void sweep() {
+  for (int64_t d : {1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 768, 1000})
+    for (auto [pad, shift] : {std::pair<int64_t, int64_t>{0, 0}, {3, 1}})
+      check_case<T>(5, d, pad, shift, d % 2 == 0 ? 0.0 : 100.0);
+  check_case<T>(1, 4099, 0, 1, 3.0);
+}
+
+class Dispatch : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    before_ = addnorm::simd_target();
+    addnorm::set_simd_target(GetParam());
+  }
+  void TearDown() override { addnorm::set_simd_target(before_); }
+  std::string before_;
+};
+
+TEST_P(Dispatch, F32) { sweep<float>(); }
+TEST_P(Dispatch, F64) { sweep<double>(); }
+TEST_P(Dispatch, BF16) { sweep<bf16>(); }
+TEST_P(Dispatch, F16) { sweep<f16>(); }
+
+// Outputs above 8 MiB are written with streaming stores; misaligned and aligned starts.
+TEST_P(Dispatch, StreamingStoresF32) {
+  check_case<float>(1100, 2048, 0, 0, 1.0);
+  check_case<float>(1100, 2048, 5, 3, 1.0);
+}
+TEST_P(Dispatch, StreamingStoresBF16) { check_case<bf16>(2200, 2048, 0, 1, 1.0); }
+
+INSTANTIATE_TEST_SUITE_P(SupportedTargets, Dispatch, ::testing::ValuesIn(addnorm::supported_simd_targets()),
+                         [](const auto& p) { return p.param; });
+
+TEST(DispatchApi, RejectsUnknownTarget) {
+  EXPECT_THROW(addnorm::set_simd_target("sse9"), addnorm::Error);
+  const auto targets = addnorm::supported_simd_targets();
+  ASSERT_FALSE(targets.empty());
+  EXPECT_EQ(targets.back(), "generic");
+}
+
+}  // namespace
