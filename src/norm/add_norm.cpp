@@ -47,9 +47,9 @@ struct DropoutRow {
 
 // s, y: (rows, d) =    mean, rstd: (rows) =    h, f: (rows, d)    gamma, beta: (d) or empty
 template <class T>
-void add_norm_forward(View2D<T> s, View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd,
-                      View2D<const T> h, View2D<const T> f, std::span<const T> gamma,
-                      std::span<const T> beta, const AddNormOptions& options) {
+void add_norm_forward(View2D<T> s, View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd, View2D<const T> h,
+                      View2D<const T> f, std::span<const T> gamma, std::span<const T> beta,
+                      const AddNormOptions& options) {
   using C = compute_t<T>;
   using S = stat_t<T>;
   constexpr const char* fn = "add_norm_forward";
@@ -80,8 +80,8 @@ void add_norm_forward(View2D<T> s, View2D<T> y, std::span<stat_t<T>> mean, std::
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const C* keep = drop.fill(ops, options.dropout, r, d);
-      const detail::RowMeanRstd st = ops.add_norm_forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g,
-                                                              b, d, options.eps, layer, stream, t);
+      const detail::RowMeanRstd st = ops.add_norm_forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b,
+                                                              d, options.eps, layer, stream, t);
       if (!mean.empty()) mean[r] = static_cast<S>(st.mean);
       if (!rstd.empty()) rstd[r] = static_cast<S>(st.rstd);
     }
@@ -93,10 +93,9 @@ void add_norm_forward(View2D<T> s, View2D<T> y, std::span<stat_t<T>> mean, std::
 // Derivative: t = ds + Norm'(s)^T dy (the norm's backward, as in layer_norm.hpp / rms_norm.hpp);
 // s = alpha * h + keep * f / (1 - p) gives dh = alpha * t and df = t * keep / (1 - p).
 template <class T>
-void add_norm_backward(View2D<T> dh, View2D<T> df, std::span<T> dgamma, std::span<T> dbeta,
-                       View2D<const T> dy, View2D<const T> ds, View2D<const T> s,
-                       std::span<const stat_t<T>> mean, std::span<const stat_t<T>> rstd,
-                       std::span<const T> gamma, const AddNormOptions& options) {
+void add_norm_backward(View2D<T> dh, View2D<T> df, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
+                       View2D<const T> ds, View2D<const T> s, std::span<const stat_t<T>> mean,
+                       std::span<const stat_t<T>> rstd, std::span<const T> gamma, const AddNormOptions& options) {
   using C = compute_t<T>;
   using S = stat_t<T>;
   constexpr const char* fn = "add_norm_backward";
@@ -220,16 +219,14 @@ void rezero_backward(View2D<T> dh, View2D<T> df, double& da, View2D<const T> ds,
   for (int64_t r = 0; r < rows; ++r) da += row_da[r];
 }
 
-#define ADDNORM_INSTANTIATE(T)                                                                          \
-  template void add_norm_forward<T>(View2D<T>, View2D<T>, std::span<stat_t<T>>, std::span<stat_t<T>>,  \
-                                    View2D<const T>, View2D<const T>, std::span<const T>,              \
-                                    std::span<const T>, const AddNormOptions&);                        \
-  template void add_norm_backward<T>(View2D<T>, View2D<T>, std::span<T>, std::span<T>, View2D<const T>, \
-                                     View2D<const T>, View2D<const T>, std::span<const stat_t<T>>,     \
-                                     std::span<const stat_t<T>>, std::span<const T>,                   \
-                                     const AddNormOptions&);                                           \
-  template void rezero_forward<T>(View2D<T>, View2D<const T>, View2D<const T>, double, const DropoutSpec&); \
-  template void rezero_backward<T>(View2D<T>, View2D<T>, double&, View2D<const T>, View2D<const T>, double, \
+#define ADDNORM_INSTANTIATE(T)                                                                                         \
+  template void add_norm_forward<T>(View2D<T>, View2D<T>, std::span<stat_t<T>>, std::span<stat_t<T>>, View2D<const T>, \
+                                    View2D<const T>, std::span<const T>, std::span<const T>, const AddNormOptions&);   \
+  template void add_norm_backward<T>(View2D<T>, View2D<T>, std::span<T>, std::span<T>, View2D<const T>,                \
+                                     View2D<const T>, View2D<const T>, std::span<const stat_t<T>>,                     \
+                                     std::span<const stat_t<T>>, std::span<const T>, const AddNormOptions&);           \
+  template void rezero_forward<T>(View2D<T>, View2D<const T>, View2D<const T>, double, const DropoutSpec&);            \
+  template void rezero_backward<T>(View2D<T>, View2D<T>, double&, View2D<const T>, View2D<const T>, double,            \
                                    const DropoutSpec&);
 ADDNORM_INSTANTIATE(float)
 ADDNORM_INSTANTIATE(double)

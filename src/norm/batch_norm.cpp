@@ -82,9 +82,9 @@ void column_mean_var(double* mean, double* var, View2D<const T> x, std::span<con
 // x: (rows, d)    mask: (rows) or empty    gamma, beta: (d) or empty
 template <class T>
 void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd,
-                        std::span<stat_t<T>> running_mean, std::span<stat_t<T>> running_var,
-                        View2D<const T> x, std::span<const uint8_t> mask, std::span<const T> gamma,
-                        std::span<const T> beta, const BatchNormOptions& options) {
+                        std::span<stat_t<T>> running_mean, std::span<stat_t<T>> running_var, View2D<const T> x,
+                        std::span<const uint8_t> mask, std::span<const T> gamma, std::span<const T> beta,
+                        const BatchNormOptions& options) {
   using C = compute_t<T>;
   using S = stat_t<T>;
   constexpr const char* fn = "batch_norm_forward";
@@ -101,8 +101,7 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   detail::check_size(rstd, d, true, fn, "rstd");
   detail::check_size(running_mean, d, true, fn, "running_mean");
   detail::check_size(running_var, d, true, fn, "running_var");
-  require(running_mean.empty() == running_var.empty(), fn,
-          "running_mean and running_var must be given together");
+  require(running_mean.empty() == running_var.empty(), fn, "running_mean and running_var must be given together");
   const bool track = !running_mean.empty();
 
   // Per column: m (mean as hi + lo), a = rstd * gamma, b = beta.
@@ -153,8 +152,7 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
       continue;
     }
 #pragma omp simd
-    for (int64_t c = 0; c < d; ++c)
-      yr[c] = static_cast<T>(((static_cast<C>(xr[c]) - m_hi[c]) - m_lo[c]) * a[c] + b[c]);
+    for (int64_t c = 0; c < d; ++c) yr[c] = static_cast<T>(((static_cast<C>(xr[c]) - m_hi[c]) - m_lo[c]) * a[c] + b[c]);
   }
 }
 
@@ -164,10 +162,9 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
 // Derivative, per column over the n valid rows, with x_hat = (x - mean) * rstd and g = gamma * dy:
 //   dL/dx_r = rstd * (g_r - mean_valid(g) - x_hat_r * mean_valid(g * x_hat))
 template <class T>
-void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
-                         View2D<const T> x, std::span<const uint8_t> mask,
-                         std::span<const stat_t<T>> mean, std::span<const stat_t<T>> rstd,
-                         std::span<const T> gamma) {
+void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy, View2D<const T> x,
+                         std::span<const uint8_t> mask, std::span<const stat_t<T>> mean,
+                         std::span<const stat_t<T>> rstd, std::span<const T> gamma) {
   using C = compute_t<T>;
   constexpr const char* fn = "batch_norm_backward";
   detail::check_d(x.cols(), fn, "x");
@@ -248,15 +245,13 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   }
 }
 
-#define ADDNORM_INSTANTIATE(T)                                                                        \
-  template void batch_norm_forward<T>(View2D<T>, std::span<stat_t<T>>, std::span<stat_t<T>>,        \
-                                      std::span<stat_t<T>>, std::span<stat_t<T>>, View2D<const T>,  \
-                                      std::span<const uint8_t>, std::span<const T>,                 \
-                                      std::span<const T>, const BatchNormOptions&);                 \
-  template void batch_norm_backward<T>(View2D<T>, std::span<T>, std::span<T>, View2D<const T>,      \
-                                       View2D<const T>, std::span<const uint8_t>,                   \
-                                       std::span<const stat_t<T>>, std::span<const stat_t<T>>,      \
-                                       std::span<const T>);
+#define ADDNORM_INSTANTIATE(T)                                                                                     \
+  template void batch_norm_forward<T>(View2D<T>, std::span<stat_t<T>>, std::span<stat_t<T>>, std::span<stat_t<T>>, \
+                                      std::span<stat_t<T>>, View2D<const T>, std::span<const uint8_t>,             \
+                                      std::span<const T>, std::span<const T>, const BatchNormOptions&);            \
+  template void batch_norm_backward<T>(View2D<T>, std::span<T>, std::span<T>, View2D<const T>, View2D<const T>,    \
+                                       std::span<const uint8_t>, std::span<const stat_t<T>>,                       \
+                                       std::span<const stat_t<T>>, std::span<const T>);
 ADDNORM_INSTANTIATE(float)
 ADDNORM_INSTANTIATE(double)
 ADDNORM_INSTANTIATE(bf16)

@@ -21,8 +21,8 @@ inline void check_d(int64_t d, const char* fn, const char* name) {
 
 template <class A, class B>
 void check_same_shape(View2D<A> a, const char* a_name, View2D<B> b, const char* b_name, const char* fn) {
-  require(a.rows() == b.rows() && a.cols() == b.cols(), fn, a_name, " is ", a.rows(), " x ", a.cols(), " but ",
-          b_name, " is ", b.rows(), " x ", b.cols());
+  require(a.rows() == b.rows() && a.cols() == b.cols(), fn, a_name, " is ", a.rows(), " x ", a.cols(), " but ", b_name,
+          " is ", b.rows(), " x ", b.cols());
 }
 
 // A span that must have `expected` elements, or be empty when optional.

@@ -16,9 +16,8 @@ constexpr int64_t kMinWorkPerThread = int64_t{1} << 15;  // elements
 
 // y: (rows, d) =    mean, rstd: (rows) =    x: (rows, d)    gamma, beta: (d) or empty
 template <class T>
-void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd,
-                        View2D<const T> x, std::span<const T> gamma, std::span<const T> beta,
-                        double eps) {
+void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd, View2D<const T> x,
+                        std::span<const T> gamma, std::span<const T> beta, double eps) {
   constexpr const char* fn = "layer_norm_forward";
   detail::check_eps(eps, fn);
   detail::check_d(x.cols(), fn, "x");
@@ -47,9 +46,8 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
 // Derivative: with x_hat = (x - mean) * rstd and g = gamma * dy,
 //   dL/dx_i = rstd * (g_i - mean_j(g_j) - x_hat_i * mean_j(g_j * x_hat_j))
 template <class T>
-void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
-                         View2D<const T> x, std::span<const stat_t<T>> mean,
-                         std::span<const stat_t<T>> rstd, std::span<const T> gamma) {
+void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy, View2D<const T> x,
+                         std::span<const stat_t<T>> mean, std::span<const stat_t<T>> rstd, std::span<const T> gamma) {
   using S = stat_t<T>;
   constexpr const char* fn = "layer_norm_backward";
   detail::check_d(x.cols(), fn, "x");
@@ -81,12 +79,11 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   partials.reduce_into(dgamma, dbeta, nt);
 }
 
-#define ADDNORM_INSTANTIATE(T)                                                                         \
-  template void layer_norm_forward<T>(View2D<T>, std::span<stat_t<T>>, std::span<stat_t<T>>,         \
-                                      View2D<const T>, std::span<const T>, std::span<const T>, double); \
-  template void layer_norm_backward<T>(View2D<T>, std::span<T>, std::span<T>, View2D<const T>,       \
-                                       View2D<const T>, std::span<const stat_t<T>>,                   \
-                                       std::span<const stat_t<T>>, std::span<const T>);
+#define ADDNORM_INSTANTIATE(T)                                                                                  \
+  template void layer_norm_forward<T>(View2D<T>, std::span<stat_t<T>>, std::span<stat_t<T>>, View2D<const T>,   \
+                                      std::span<const T>, std::span<const T>, double);                          \
+  template void layer_norm_backward<T>(View2D<T>, std::span<T>, std::span<T>, View2D<const T>, View2D<const T>, \
+                                       std::span<const stat_t<T>>, std::span<const stat_t<T>>, std::span<const T>);
 ADDNORM_INSTANTIATE(float)
 ADDNORM_INSTANTIATE(double)
 ADDNORM_INSTANTIATE(bf16)

@@ -16,7 +16,8 @@ struct RowChunks {
   static constexpr int64_t kMaxChunks = 64;
   int64_t rows, per_chunk, count;
   explicit RowChunks(int64_t n)
-      : rows(n), per_chunk(std::max<int64_t>(1, (n + kMaxChunks - 1) / kMaxChunks)),
+      : rows(n),
+        per_chunk(std::max<int64_t>(1, (n + kMaxChunks - 1) / kMaxChunks)),
         count((n + per_chunk - 1) / per_chunk) {}
   [[nodiscard]] int64_t begin(int64_t k) const { return k * per_chunk; }
   [[nodiscard]] int64_t end(int64_t k) const { return std::min(rows, (k + 1) * per_chunk); }
@@ -26,8 +27,7 @@ struct RowChunks {
 template <class S>
 class ParamPartials {
  public:
-  ParamPartials(int64_t chunks, int64_t d, bool dgamma, bool dbeta)
-      : chunks_(chunks), d_(d), dg_(dgamma), db_(dbeta) {
+  ParamPartials(int64_t chunks, int64_t d, bool dgamma, bool dbeta) : chunks_(chunks), d_(d), dg_(dgamma), db_(dbeta) {
     if (!dg_ && !db_) return;
     const int64_t n = chunks * 2 * d;
     buf_ = scratch<S, 1>(static_cast<size_t>(n));

@@ -15,8 +15,7 @@ constexpr int64_t kMinWorkPerThread = int64_t{1} << 15;  // elements
 
 // y: (rows, d) =    rstd: (rows) =    x: (rows, d)    gamma: (d) or empty
 template <class T>
-void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
-                      std::span<const T> gamma, double eps) {
+void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x, std::span<const T> gamma, double eps) {
   constexpr const char* fn = "rms_norm_forward";
   detail::check_eps(eps, fn);
   detail::check_d(x.cols(), fn, "x");
@@ -70,10 +69,9 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   partials.reduce_into(dgamma, std::span<T>{}, nt);
 }
 
-#define ADDNORM_INSTANTIATE(T)                                                                       \
-  template void rms_norm_forward<T>(View2D<T>, std::span<stat_t<T>>, View2D<const T>,              \
-                                    std::span<const T>, double);                                   \
-  template void rms_norm_backward<T>(View2D<T>, std::span<T>, View2D<const T>, View2D<const T>,    \
+#define ADDNORM_INSTANTIATE(T)                                                                                     \
+  template void rms_norm_forward<T>(View2D<T>, std::span<stat_t<T>>, View2D<const T>, std::span<const T>, double); \
+  template void rms_norm_backward<T>(View2D<T>, std::span<T>, View2D<const T>, View2D<const T>,                    \
                                      std::span<const stat_t<T>>, std::span<const T>);
 ADDNORM_INSTANTIATE(float)
 ADDNORM_INSTANTIATE(double)

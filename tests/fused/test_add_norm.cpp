@@ -53,8 +53,8 @@ struct Case {
 
 std::string describe(const Case& c) {
   return std::string(c.kind == NormKind::layer ? "layer" : "rms") + " p=" + std::to_string(c.p) +
-         " alpha=" + std::to_string(c.alpha) + (c.residual_grad ? " pre" : " post") + " rows=" +
-         std::to_string(c.rows) + " d=" + std::to_string(c.d);
+         " alpha=" + std::to_string(c.alpha) + (c.residual_grad ? " pre" : " post") +
+         " rows=" + std::to_string(c.rows) + " d=" + std::to_string(c.d);
 }
 
 template <class T>
@@ -89,10 +89,9 @@ void check_against_reference(const Case& cs) {
   EXPECT_LE(rel_err(y, fwd.y), tolerance<T>()) << "y";
   EXPECT_LE(rel_err(rstd, fwd.rstd), tolerance<T>()) << "rstd";
 
-  addnorm::add_norm_backward<T>(View2D<T>(dh.data(), rows, d), View2D<T>(df.data(), rows, d), dgamma, dbeta,
-                                View2D<const T>(dy.data(), rows, d),
-                                cs.residual_grad ? View2D<const T>(ds.data(), rows, d) : View2D<const T>(), sv, mean,
-                                rstd, gamma, opt);
+  addnorm::add_norm_backward<T>(
+      View2D<T>(dh.data(), rows, d), View2D<T>(df.data(), rows, d), dgamma, dbeta, View2D<const T>(dy.data(), rows, d),
+      cs.residual_grad ? View2D<const T>(ds.data(), rows, d) : View2D<const T>(), sv, mean, rstd, gamma, opt);
   const View2D<const T> dyv(dy.data(), rows, d);
   const auto bwd = layer ? addnorm::ref::layer_norm_backward<T>(dyv, sv, gamma, opt.eps)
                          : addnorm::ref::rms_norm_backward<T>(dyv, sv, gamma, opt.eps);
@@ -188,8 +187,8 @@ TEST(AddNorm, FiniteDifferencesF64) {
                                       gamma, beta, opt);
     addnorm::add_norm_backward<double>(View2D<double>(dh.data(), rows, d), View2D<double>(df.data(), rows, d), dgamma,
                                        dbeta, View2D<const double>(wy.data(), rows, d),
-                                       View2D<const double>(ws.data(), rows, d), View2D<const double>(s.data(), rows, d),
-                                       mean, rstd, gamma, opt);
+                                       View2D<const double>(ws.data(), rows, d),
+                                       View2D<const double>(s.data(), rows, d), mean, rstd, gamma, opt);
     const double step = 1e-6;
     auto fd = [&](std::vector<double>& v, size_t i) {
       const double keep = v[i];
@@ -254,8 +253,8 @@ TEST(ReZero, ForwardBackwardAndFiniteDifferences) {
   std::vector<double> dh(n), df(n);
   double da = 0.5;  // accumulates
   addnorm::rezero_backward<double>(View2D<double>(dh.data(), rows, d), View2D<double>(df.data(), rows, d), da,
-                                   View2D<const double>(ws.data(), rows, d), View2D<const double>(f.data(), rows, d),
-                                   a, drop);
+                                   View2D<const double>(ws.data(), rows, d), View2D<const double>(f.data(), rows, d), a,
+                                   drop);
   auto loss = [&](double aa) {
     std::vector<double> ss(n);
     addnorm::rezero_forward<double>(View2D<double>(ss.data(), rows, d), View2D<const double>(h.data(), rows, d),

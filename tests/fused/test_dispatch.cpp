@@ -52,7 +52,9 @@ struct Mat {
   }
   View2D<T> view() { return View2D<T>(buf.data() + shift, rows, d, stride); }
   View2D<const T> cview() const { return View2D<const T>(buf.data() + shift, rows, d, stride); }
-  double at(int64_t r, int64_t c) const { return static_cast<double>(buf[static_cast<size_t>(shift + r * stride + c)]); }
+  double at(int64_t r, int64_t c) const {
+    return static_cast<double>(buf[static_cast<size_t>(shift + r * stride + c)]);
+  }
 };
 
 // row_scale (optional): a per-row magnitude of the terms that make up the result, for results that
@@ -66,8 +68,8 @@ template <class T>
       const double err = std::abs(got.at(r, c) - want);
       const double scale = row_scale.empty() ? 1.0 : std::max(1.0, row_scale[static_cast<size_t>(r)]);
       if (!(err <= tol<T>() * std::max(scale, std::abs(want))))
-        return ::testing::AssertionFailure() << what << "(" << r << ", " << c << ") = " << got.at(r, c) << ", reference "
-                                             << want << ", error " << err;
+        return ::testing::AssertionFailure() << what << "(" << r << ", " << c << ") = " << got.at(r, c)
+                                             << ", reference " << want << ", error " << err;
     }
   return ::testing::AssertionSuccess();
 }
@@ -78,8 +80,8 @@ template <class T>
   for (size_t i = 0; i < ref.size(); ++i) {
     const double err = std::abs(static_cast<double>(got[i]) - ref[i]);
     if (!(err <= tol<T>() * scale * std::max(1.0, std::abs(ref[i]))))
-      return ::testing::AssertionFailure() << what << "[" << i << "] = " << static_cast<double>(got[i]) << ", reference "
-                                           << ref[i];
+      return ::testing::AssertionFailure()
+             << what << "[" << i << "] = " << static_cast<double>(got[i]) << ", reference " << ref[i];
   }
   return ::testing::AssertionSuccess();
 }

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "../../src/norm/simd/row_ops.hpp"
-#include "addnorm/norm/simd.hpp"
 #include "addnorm/core/philox.hpp"
 #include "addnorm/norm/dropout.hpp"
+#include "addnorm/norm/simd.hpp"
 
 namespace {
 

@@ -13,10 +13,10 @@ struct bf16 {
 
   constexpr bf16() = default;
   template <class N>
-    requires std::is_arithmetic_v<N>
+  requires std::is_arithmetic_v<N>
   explicit constexpr bf16(N v) : bits(from_float(static_cast<float>(v))) {}
   template <class N>
-    requires std::is_arithmetic_v<N>
+  requires std::is_arithmetic_v<N>
   explicit constexpr operator N() const {
     return static_cast<N>(std::bit_cast<float>(static_cast<uint32_t>(bits) << 16));
   }
@@ -34,24 +34,22 @@ struct f16 {
 
   constexpr f16() = default;
   template <class N>
-    requires std::is_arithmetic_v<N>
+  requires std::is_arithmetic_v<N>
   explicit constexpr f16(N v) : bits(from_float(static_cast<float>(v))) {}
   template <class N>
-    requires std::is_arithmetic_v<N>
-  explicit constexpr operator N() const {
-    return static_cast<N>(to_float(bits));
-  }
+  requires std::is_arithmetic_v<N>
+  explicit constexpr operator N() const { return static_cast<N>(to_float(bits)); }
 
   static constexpr uint16_t from_float(float v) {
     const auto u = std::bit_cast<uint32_t>(v);
     const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
     const uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+    if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
     if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
     if (a < 0x38800000u) {                                               // subnormal or zero
       if (a < 0x33000000u) return sign;                                  // below half the smallest
       const uint32_t mant = (a & 0x7fffffu) | 0x800000u;
-      const int shift = 126 - static_cast<int>(a >> 23);                 // 14 .. 24
+      const int shift = 126 - static_cast<int>(a >> 23);  // 14 .. 24
       const uint32_t half = 1u << (shift - 1);
       uint32_t r = mant >> shift;
       const uint32_t rest = mant & ((1u << shift) - 1);

@@ -33,8 +33,8 @@ class View2D {
 
   // A const view of a mutable one.
   template <class U>
-    requires(std::is_same_v<T, const U>)
-  View2D(const View2D<U>& other)  // NOLINT(google-explicit-constructor): T* -> const T* is safe
+  requires(std::is_same_v<T, const U>)
+      View2D(const View2D<U>& other)  // NOLINT(google-explicit-constructor): T* -> const T* is safe
       : data_(other.data()), rows_(other.rows()), cols_(other.cols()), stride_(other.stride()) {}
 
   [[nodiscard]] T* data() const { return data_; }

@@ -37,19 +37,18 @@ struct AddNormOptions {
 // Forward. Overwrites (=) s, y, mean (layer only; absent for rms), rstd. s is required: it is the
 // residual stream for pre-norm and the saved input of the norm for backward. s may alias h.
 template <class T>
-void add_norm_forward(View2D<T> s, View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd,
-                      View2D<const T> h, View2D<const T> f, std::span<const T> gamma,
-                      std::span<const T> beta, const AddNormOptions& options);
+void add_norm_forward(View2D<T> s, View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd, View2D<const T> h,
+                      View2D<const T> f, std::span<const T> gamma, std::span<const T> beta,
+                      const AddNormOptions& options);
 
 // Backward. With ds_total = ds + dNorm/ds(dy) (ds absent = 0):
 //   dh = alpha * ds_total          df = ds_total * mask / (1 - p)
 // dh and df are overwritten (=); dgamma and dbeta accumulate (+=), deterministic for any thread
 // count. s, mean, rstd are those of the forward; options must be the forward's.
 template <class T>
-void add_norm_backward(View2D<T> dh, View2D<T> df, std::span<T> dgamma, std::span<T> dbeta,
-                       View2D<const T> dy, View2D<const T> ds, View2D<const T> s,
-                       std::span<const stat_t<T>> mean, std::span<const stat_t<T>> rstd,
-                       std::span<const T> gamma, const AddNormOptions& options);
+void add_norm_backward(View2D<T> dh, View2D<T> df, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
+                       View2D<const T> ds, View2D<const T> s, std::span<const stat_t<T>> mean,
+                       std::span<const stat_t<T>> rstd, std::span<const T> gamma, const AddNormOptions& options);
 
 // ReZero (Bachlechner et al. 2020): s = h + a * Dropout(f), a learnable scalar, no norm.
 // Overwrites s (may alias h).

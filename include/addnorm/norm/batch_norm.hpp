@@ -34,18 +34,17 @@ struct BatchNormOptions {
 // rows). Training with no valid row is an error.
 template <class T>
 void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd,
-                        std::span<stat_t<T>> running_mean, std::span<stat_t<T>> running_var,
-                        View2D<const T> x, std::span<const uint8_t> mask, std::span<const T> gamma,
-                        std::span<const T> beta, const BatchNormOptions& options);
+                        std::span<stat_t<T>> running_mean, std::span<stat_t<T>> running_var, View2D<const T> x,
+                        std::span<const uint8_t> mask, std::span<const T> gamma, std::span<const T> beta,
+                        const BatchNormOptions& options);
 
 // Backward of training-mode forward. Per column over the valid rows, with g = gamma * dy,
 // c1 = mean(x_hat * g), c2 = mean(g):  dx = rstd * (g - c2 - x_hat * c1);
 // dgamma = sum_valid(dy * x_hat), dbeta = sum_valid(dy). dx is overwritten (=) (0 on padding rows);
 // dgamma and dbeta accumulate (+=). Deterministic for any thread count.
 template <class T>
-void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
-                         View2D<const T> x, std::span<const uint8_t> mask,
-                         std::span<const stat_t<T>> mean, std::span<const stat_t<T>> rstd,
-                         std::span<const T> gamma);
+void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy, View2D<const T> x,
+                         std::span<const uint8_t> mask, std::span<const stat_t<T>> mean,
+                         std::span<const stat_t<T>> rstd, std::span<const T> gamma);
 
 }  // namespace addnorm

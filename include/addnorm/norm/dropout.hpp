@@ -13,9 +13,9 @@
 namespace addnorm {
 
 struct DropoutSpec {
-  double p = 0.0;        // drop probability in [0, 1]
-  uint64_t seed = 0;     // the stream; use a new seed (or offset) for every call in training
-  uint64_t offset = 0;   // index of the first element of this call within the stream
+  double p = 0.0;       // drop probability in [0, 1]
+  uint64_t seed = 0;    // the stream; use a new seed (or offset) for every call in training
+  uint64_t offset = 0;  // index of the first element of this call within the stream
 
   // Throws Error("[fn] ...") unless p is in [0, 1].
   void check(const char* fn) const {

@@ -22,9 +22,8 @@ namespace addnorm {
 // Forward. Overwrites (=) y, mean, rstd. y may be the same memory as x (in-place) when both views
 // have the same stride. eps must be finite and > 0.
 template <class T>
-void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd,
-                        View2D<const T> x, std::span<const T> gamma, std::span<const T> beta,
-                        double eps);
+void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd, View2D<const T> x,
+                        std::span<const T> gamma, std::span<const T> beta, double eps);
 
 // Backward, centered form. With g = gamma * dy (gamma absent: g = dy),
 //   c1 = mean(x_hat * g),  c2 = mean(g),  dx = rstd * (g - c2 - x_hat * c1)
@@ -33,15 +32,13 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
 // fixed partition of the rows, so they are bitwise identical for any thread count.
 // mean and rstd are those saved by layer_norm_forward. dgamma requires gamma. dx may be dy.
 template <class T>
-void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
-                         View2D<const T> x, std::span<const stat_t<T>> mean,
-                         std::span<const stat_t<T>> rstd, std::span<const T> gamma);
+void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy, View2D<const T> x,
+                         std::span<const stat_t<T>> mean, std::span<const stat_t<T>> rstd, std::span<const T> gamma);
 
 // Backward for frozen parameters: dx only (=).
 template <class T>
-void layer_norm_backward_dx(View2D<T> dx, View2D<const T> dy, View2D<const T> x,
-                            std::span<const stat_t<T>> mean, std::span<const stat_t<T>> rstd,
-                            std::span<const T> gamma) {
+void layer_norm_backward_dx(View2D<T> dx, View2D<const T> dy, View2D<const T> x, std::span<const stat_t<T>> mean,
+                            std::span<const stat_t<T>> rstd, std::span<const T> gamma) {
   layer_norm_backward<T>(dx, {}, {}, dy, x, mean, rstd, gamma);
 }
 

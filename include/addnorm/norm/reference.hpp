@@ -36,8 +36,7 @@ inline void check_eps(double eps, const char* fn) {
 }
 template <class T>
 void check_param(std::span<const T> p, int64_t d, const char* fn, const char* name) {
-  require(p.empty() || static_cast<int64_t>(p.size()) == d, fn, name, " has ", p.size(),
-          " elements, expected ", d);
+  require(p.empty() || static_cast<int64_t>(p.size()) == d, fn, name, " has ", p.size(), " elements, expected ", d);
 }
 template <class T>
 double at(std::span<const T> p, int64_t i, double absent) {
@@ -47,16 +46,20 @@ double at(std::span<const T> p, int64_t i, double absent) {
 
 // LayerNorm over each row.
 template <class T>
-Forward layer_norm_forward(View2D<const T> x, std::span<const T> gamma, std::span<const T> beta,
-                           double eps) {
+Forward layer_norm_forward(View2D<const T> x, std::span<const T> gamma, std::span<const T> beta, double eps) {
   constexpr const char* fn = "ref::layer_norm_forward";
   detail::check_eps(eps, fn);
   const int64_t n = x.rows(), d = x.cols();
   require(d > 0, fn, "d must be > 0");
   detail::check_param(gamma, d, fn, "gamma");
   detail::check_param(beta, d, fn, "beta");
-  Forward f{n, d, std::vector<double>(n * d), std::vector<double>(n * d), std::vector<double>(n),
-            std::vector<double>(n), std::vector<double>(n)};
+  Forward f{n,
+            d,
+            std::vector<double>(n * d),
+            std::vector<double>(n * d),
+            std::vector<double>(n),
+            std::vector<double>(n),
+            std::vector<double>(n)};
   for (int64_t r = 0; r < n; ++r) {
     double sum = 0;
     for (int64_t c = 0; c < d; ++c) sum += static_cast<double>(x(r, c));
@@ -82,8 +85,7 @@ Forward layer_norm_forward(View2D<const T> x, std::span<const T> gamma, std::spa
 
 // LayerNorm backward, recomputing the statistics from x in double.
 template <class T>
-Backward layer_norm_backward(View2D<const T> dy, View2D<const T> x, std::span<const T> gamma,
-                             double eps) {
+Backward layer_norm_backward(View2D<const T> dy, View2D<const T> x, std::span<const T> gamma, double eps) {
   constexpr const char* fn = "ref::layer_norm_backward";
   require(dy.rows() == x.rows() && dy.cols() == x.cols(), fn, "dy and x shapes differ");
   const Forward f = layer_norm_forward<T>(x, gamma, {}, eps);
@@ -117,8 +119,8 @@ Forward rms_norm_forward(View2D<const T> x, std::span<const T> gamma, double eps
   const int64_t n = x.rows(), d = x.cols();
   require(d > 0, fn, "d must be > 0");
   detail::check_param(gamma, d, fn, "gamma");
-  Forward f{n, d, std::vector<double>(n * d), std::vector<double>(n * d), {}, std::vector<double>(n),
-            std::vector<double>(n)};
+  Forward f{
+      n, d, std::vector<double>(n * d), std::vector<double>(n * d), {}, std::vector<double>(n), std::vector<double>(n)};
   for (int64_t r = 0; r < n; ++r) {
     double sq = 0;
     for (int64_t c = 0; c < d; ++c) sq += static_cast<double>(x(r, c)) * static_cast<double>(x(r, c));
@@ -137,8 +139,7 @@ Forward rms_norm_forward(View2D<const T> x, std::span<const T> gamma, double eps
 
 // RMSNorm backward (dbeta is empty).
 template <class T>
-Backward rms_norm_backward(View2D<const T> dy, View2D<const T> x, std::span<const T> gamma,
-                           double eps) {
+Backward rms_norm_backward(View2D<const T> dy, View2D<const T> x, std::span<const T> gamma, double eps) {
   constexpr const char* fn = "ref::rms_norm_backward";
   require(dy.rows() == x.rows() && dy.cols() == x.cols(), fn, "dy and x shapes differ");
   const Forward f = rms_norm_forward<T>(x, gamma, eps);
@@ -162,22 +163,27 @@ Backward rms_norm_backward(View2D<const T> dy, View2D<const T> x, std::span<cons
 // BatchNorm in training mode: statistics of each column over the valid rows (mask nonzero, empty
 // mask = all rows). Padding rows get y = x_hat = 0. mean/var/rstd are per column.
 template <class T>
-Forward batch_norm_forward(View2D<const T> x, std::span<const uint8_t> mask,
-                           std::span<const T> gamma, std::span<const T> beta, double eps) {
+Forward batch_norm_forward(View2D<const T> x, std::span<const uint8_t> mask, std::span<const T> gamma,
+                           std::span<const T> beta, double eps) {
   constexpr const char* fn = "ref::batch_norm_forward";
   detail::check_eps(eps, fn);
   const int64_t n = x.rows(), d = x.cols();
   require(d > 0, fn, "d must be > 0");
-  require(mask.empty() || static_cast<int64_t>(mask.size()) == n, fn, "mask has ", mask.size(),
-          " elements, expected ", n);
+  require(mask.empty() || static_cast<int64_t>(mask.size()) == n, fn, "mask has ", mask.size(), " elements, expected ",
+          n);
   detail::check_param(gamma, d, fn, "gamma");
   detail::check_param(beta, d, fn, "beta");
   auto valid = [&](int64_t r) { return mask.empty() || mask[static_cast<size_t>(r)] != 0; };
   int64_t count = 0;
   for (int64_t r = 0; r < n; ++r) count += valid(r) ? 1 : 0;
   require(count > 0, fn, "no valid row in a batch of ", n);
-  Forward f{n, d, std::vector<double>(n * d), std::vector<double>(n * d), std::vector<double>(d),
-            std::vector<double>(d), std::vector<double>(d)};
+  Forward f{n,
+            d,
+            std::vector<double>(n * d),
+            std::vector<double>(n * d),
+            std::vector<double>(d),
+            std::vector<double>(d),
+            std::vector<double>(d)};
   for (int64_t c = 0; c < d; ++c) {
     double sum = 0;
     for (int64_t r = 0; r < n; ++r)

@@ -16,8 +16,7 @@ namespace addnorm {
 
 // Forward. Overwrites (=) y and rstd (rows). In-place (y == x) allowed with equal strides.
 template <class T>
-void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
-                      std::span<const T> gamma, double eps);
+void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x, std::span<const T> gamma, double eps);
 
 // Backward. With g = gamma * dy, c1 = mean(x_hat * g):  dx = rstd * (g - x_hat * c1),
 // dgamma = sum over rows of dy * x_hat. dx is overwritten (=); dgamma accumulates (+=),
@@ -28,8 +27,8 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
 
 // Backward for a frozen gamma: dx only (=).
 template <class T>
-void rms_norm_backward_dx(View2D<T> dx, View2D<const T> dy, View2D<const T> x,
-                          std::span<const stat_t<T>> rstd, std::span<const T> gamma) {
+void rms_norm_backward_dx(View2D<T> dx, View2D<const T> dy, View2D<const T> x, std::span<const stat_t<T>> rstd,
+                          std::span<const T> gamma) {
   rms_norm_backward<T>(dx, {}, dy, x, rstd, gamma);
 }
 

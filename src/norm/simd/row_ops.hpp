@@ -41,14 +41,14 @@ template <class T>
 const RowOps<T>& row_ops();
 
 // Per target: the tables, defined in target_*.cpp.
-#define ADDNORM_DECLARE_TARGET(ns)             \
-  namespace ns {                               \
-  template <class T>                           \
-  RowOps<T> make_row_ops();                    \
-  extern template RowOps<float> make_row_ops<float>(); \
+#define ADDNORM_DECLARE_TARGET(ns)                       \
+  namespace ns {                                         \
+  template <class T>                                     \
+  RowOps<T> make_row_ops();                              \
+  extern template RowOps<float> make_row_ops<float>();   \
   extern template RowOps<double> make_row_ops<double>(); \
-  extern template RowOps<bf16> make_row_ops<bf16>(); \
-  extern template RowOps<f16> make_row_ops<f16>();  \
+  extern template RowOps<bf16> make_row_ops<bf16>();     \
+  extern template RowOps<f16> make_row_ops<f16>();       \
   }
 ADDNORM_DECLARE_TARGET(avx512)
 ADDNORM_DECLARE_TARGET(avx2)
