@@ -31,8 +31,10 @@ inline double dot(std::span<const double> a, std::span<const double> b) {
 }
 
 // Worst error of analytic against central differences of loss() over (up to max_checks evenly
-// spaced) elements of x. Per element: |a - n| / max(|a|, |n|, floor), floor = max(1e-5, 1e-3 * max|n|)
-// over the checked elements, so tiny gradients are judged against the tensor's scale.
+// spaced) elements of x. Per element: |a - n| / max(|a|, |n|, floor), floor = max(1e-5,
+// 1e-3 * max|n| over the checked elements, 1e-10 * max(1, |loss|) / h): tiny gradients are judged
+// against the tensor's scale and against the rounding noise of the differences (exactly-zero
+// gradients such as a key bias's come out as noise of about eps * |loss| / h).
 inline double fd_error(std::span<double> x, std::span<const double> analytic, const std::function<double()>& loss,
                        size_t max_checks = 64, double h = 1e-5) {
   const size_t n = x.size();
@@ -40,6 +42,7 @@ inline double fd_error(std::span<double> x, std::span<const double> analytic, co
   const size_t step = std::max<size_t>(1, n / max_checks);
   std::vector<std::pair<size_t, double>> numeric;
   double scale = 0;
+  const double noise = 1e-10 * std::max(1.0, std::abs(loss())) / h;
   for (size_t i = 0; i < n; i += step) {
     const double keep = x[i];
     x[i] = keep + h;
@@ -51,7 +54,7 @@ inline double fd_error(std::span<double> x, std::span<const double> analytic, co
     numeric.emplace_back(i, g);
     scale = std::max(scale, std::abs(g));
   }
-  const double floor = std::max(1e-5, 1e-3 * scale);
+  const double floor = std::max({1e-5, 1e-3 * scale, noise});
   double worst = 0;
   for (const auto& [i, g] : numeric) {
     const double a = analytic[i];
