@@ -3,15 +3,32 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include "addnorm/core/error.hpp"
 #include "addnorm/core/version.hpp"
 #include "commands.hpp"
 
+namespace {
+
+// The message of a usage error. CLI11 reports an unknown first word as "A subcommand is
+// required"; say instead that the word is not a subcommand, and list those that are.
+std::string usage_error_text(CLI::App& app, const CLI::ParseError& e) {
+  const std::vector<std::string> rest = app.remaining();
+  if (!app.get_subcommands().empty() || rest.empty()) return e.what();
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  const std::string& word = rest.front();
+  if (!word.empty() && word.front() == '-') return "'" + word + "' is not an option of addnorm";
+  return "'" + word + "' is not a subcommand of addnorm (subcommands: " + names + ")";
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  CLI::App app{"addnorm: residual connections and normalization (LayerNorm, RMSNorm, BatchNorm)",
-               "addnorm"};
+  CLI::App app{"addnorm: residual connections and normalization (LayerNorm, RMSNorm, BatchNorm)", "addnorm"};
   app.set_version_flag("--version", addnorm::version_string, "Print the version and exit");
   app.require_subcommand(1, 1);
   app.footer("Run 'addnorm SUBCOMMAND --help' for the options of one subcommand.");
@@ -21,10 +38,13 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help, --version
+  } catch (const CLI::CallForVersion&) {
+    std::cout << addnorm::version_string << "\n";
+    return 0;
+  } catch (const CLI::Success& e) {  // --help
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "addnorm: error: " << e.what() << "\n"
+    std::cerr << "addnorm: error: " << usage_error_text(app, e) << "\n"
               << "Run 'addnorm --help' for usage.\n";
     return 2;
   }

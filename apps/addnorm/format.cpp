@@ -1,0 +1,44 @@
+#include "format.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "addnorm/io/csv.hpp"
+
+namespace addnorm::cli {
+
+std::string fmt_num(double v, int decimals) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  if (std::fabs(v) >= 1e16) return io::shortest_number(v);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  std::string s(buf);
+  if (s.find('.') != std::string::npos) {
+    while (s.back() == '0') s.pop_back();
+    if (s.back() == '.') s.pop_back();
+  }
+  if (s == "-0") s = "0";
+  return s;
+}
+
+std::string fmt_vec(std::span<const double> v, int decimals) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += fmt_num(v[i], decimals);
+  }
+  return s + "]";
+}
+
+std::string fmt_matrix(std::span<const double> v, int64_t rows, int64_t cols, int decimals) {
+  const auto row = [&](int64_t r) { return v.subspan(static_cast<size_t>(r * cols), static_cast<size_t>(cols)); };
+  std::string s = "[";
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r > 0) s += ",\n ";
+    s += fmt_vec(row(r), decimals);
+  }
+  return s + "]";
+}
+
+}  // namespace addnorm::cli
