@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
@@ -45,9 +46,10 @@ struct DropoutRow {
 };
 }  // namespace
 
-// s, y: (rows, d) =    mean, rstd: (rows) =    h, f: (rows, d)    gamma, beta: (d) or empty
-template <class T>
-void add_norm_forward(View2D<T> s, View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd, View2D<const T> h,
+// s: (rows, d) of R =    y: (rows, d) =    mean, rstd: (rows) =    h: (rows, d) of R    f: (rows, d)
+// gamma, beta: (d) or empty.   R is T, or float for a bf16/f16 model with an f32 residual stream.
+template <class T, class R>
+void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd, View2D<const R> h,
                       View2D<const T> f, std::span<const T> gamma, std::span<const T> beta,
                       const AddNormOptions& options) {
   using C = compute_t<T>;
@@ -70,31 +72,38 @@ void add_norm_forward(View2D<T> s, View2D<T> y, std::span<stat_t<T>> mean, std::
   const T* b = beta.empty() ? nullptr : beta.data();
   const C alpha = static_cast<C>(options.alpha);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
-  const bool stream = 2 * rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
+  const bool stream = rows * d * static_cast<int64_t>(sizeof(T) + sizeof(R)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();
+  const auto forward_row = [&] {
+    if constexpr (std::is_same_v<T, R>)
+      return ops.add_norm_forward_row;
+    else
+      return ops.add_norm_forward_row_f32;
+  }();
 
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     DropoutRow<C> drop(d);
-    T* t = detail::scratch<T, 4>(static_cast<size_t>(d));
+    R* t = detail::scratch<R, 4>(static_cast<size_t>(d));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const C* keep = drop.fill(ops, options.dropout, r, d);
-      const detail::RowMeanRstd st = ops.add_norm_forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b,
-                                                              d, options.eps, layer, stream, t);
+      const detail::RowMeanRstd st =
+          forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b, d, options.eps, layer, stream, t);
       if (!mean.empty()) mean[r] = static_cast<S>(st.mean);
       if (!rstd.empty()) rstd[r] = static_cast<S>(st.rstd);
     }
   }
 }
 
-// dh, df: (rows, d) =    dgamma, dbeta: (d) +=    dy, ds, s: (rows, d)    mean, rstd: (rows)
+// dh: (rows, d) of R =    df: (rows, d) =    dgamma, dbeta: (d) +=    dy: (rows, d)
+// ds, s: (rows, d) of R    mean, rstd: (rows)
 //
 // Derivative: t = ds + Norm'(s)^T dy (the norm's backward, as in layer_norm.hpp / rms_norm.hpp);
 // s = alpha * h + keep * f / (1 - p) gives dh = alpha * t and df = t * keep / (1 - p).
-template <class T>
-void add_norm_backward(View2D<T> dh, View2D<T> df, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
-                       View2D<const T> ds, View2D<const T> s, std::span<const stat_t<T>> mean,
+template <class T, class R>
+void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
+                       View2D<const R> ds, View2D<const R> s, std::span<const stat_t<T>> mean,
                        std::span<const stat_t<T>> rstd, std::span<const T> gamma, const AddNormOptions& options) {
   using C = compute_t<T>;
   using S = stat_t<T>;
@@ -121,8 +130,27 @@ void add_norm_backward(View2D<T> dh, View2D<T> df, std::span<T> dgamma, std::spa
   const detail::RowChunks chunks(rows);
   detail::ParamPartials<S> partials(chunks.count, d, !dgamma.empty(), !dbeta.empty());
   const int nt = threads_for(rows * d, kMinWorkPerThread);
-  const bool stream = 2 * rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
+  const bool stream = rows * d * static_cast<int64_t>(sizeof(T) + sizeof(R)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();
+  constexpr bool kF32Stream = !std::is_same_v<T, R>;
+  const auto ln_backward_c = [&] {
+    if constexpr (kF32Stream)
+      return ops.ln_backward_c_f32;
+    else
+      return ops.ln_backward_c;
+  }();
+  const auto rms_backward_c = [&] {
+    if constexpr (kF32Stream)
+      return ops.rms_backward_c_f32;
+    else
+      return ops.rms_backward_c;
+  }();
+  const auto finish = [&] {
+    if constexpr (kF32Stream)
+      return ops.add_norm_backward_finish_f32;
+    else
+      return ops.add_norm_backward_finish;
+  }();
 
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
@@ -134,11 +162,11 @@ void add_norm_backward(View2D<T> dh, View2D<T> df, std::span<T> dgamma, std::spa
       S* pdb = partials.dbeta(k);
       for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) {
         if (layer)
-          ops.ln_backward_c(t, pdg, pdb, dy.row(r), s.row(r), mean[r], rstd[r], gm, d, false);
+          ln_backward_c(t, pdg, pdb, dy.row(r), s.row(r), mean[r], rstd[r], gm, d, false);
         else
-          ops.rms_backward_c(t, pdg, dy.row(r), s.row(r), rstd[r], gm, d, false);
+          rms_backward_c(t, pdg, dy.row(r), s.row(r), rstd[r], gm, d, false);
         const C* keep = drop.fill(ops, options.dropout, r, d);
-        ops.add_norm_backward_finish(dh.row(r), df.row(r), t, has_ds ? ds.row(r) : nullptr, keep, alpha, d, stream);
+        finish(dh.row(r), df.row(r), t, has_ds ? ds.row(r) : nullptr, keep, alpha, d, stream);
       }
     }
   }
@@ -219,19 +247,28 @@ void rezero_backward(View2D<T> dh, View2D<T> df, double& da, View2D<const T> ds,
   for (int64_t r = 0; r < rows; ++r) da += row_da[r];
 }
 
-#define ADDNORM_INSTANTIATE(T)                                                                                         \
-  template void add_norm_forward<T>(View2D<T>, View2D<T>, std::span<stat_t<T>>, std::span<stat_t<T>>, View2D<const T>, \
-                                    View2D<const T>, std::span<const T>, std::span<const T>, const AddNormOptions&);   \
-  template void add_norm_backward<T>(View2D<T>, View2D<T>, std::span<T>, std::span<T>, View2D<const T>,                \
-                                     View2D<const T>, View2D<const T>, std::span<const stat_t<T>>,                     \
-                                     std::span<const stat_t<T>>, std::span<const T>, const AddNormOptions&);           \
-  template void rezero_forward<T>(View2D<T>, View2D<const T>, View2D<const T>, double, const DropoutSpec&);            \
-  template void rezero_backward<T>(View2D<T>, View2D<T>, double&, View2D<const T>, View2D<const T>, double,            \
+#define ADDNORM_INSTANTIATE_ADD_NORM(T, R)                                                                       \
+  template void add_norm_forward<T, R>(View2D<R>, View2D<T>, std::span<stat_t<T>>, std::span<stat_t<T>>,         \
+                                       View2D<const R>, View2D<const T>, std::span<const T>, std::span<const T>, \
+                                       const AddNormOptions&);                                                   \
+  template void add_norm_backward<T, R>(View2D<R>, View2D<T>, std::span<T>, std::span<T>, View2D<const T>,       \
+                                        View2D<const R>, View2D<const R>, std::span<const stat_t<T>>,            \
+                                        std::span<const stat_t<T>>, std::span<const T>, const AddNormOptions&);
+#define ADDNORM_INSTANTIATE_REZERO(T)                                                                       \
+  template void rezero_forward<T>(View2D<T>, View2D<const T>, View2D<const T>, double, const DropoutSpec&); \
+  template void rezero_backward<T>(View2D<T>, View2D<T>, double&, View2D<const T>, View2D<const T>, double, \
                                    const DropoutSpec&);
-ADDNORM_INSTANTIATE(float)
-ADDNORM_INSTANTIATE(double)
-ADDNORM_INSTANTIATE(bf16)
-ADDNORM_INSTANTIATE(f16)
-#undef ADDNORM_INSTANTIATE
+ADDNORM_INSTANTIATE_ADD_NORM(float, float)
+ADDNORM_INSTANTIATE_ADD_NORM(double, double)
+ADDNORM_INSTANTIATE_ADD_NORM(bf16, bf16)
+ADDNORM_INSTANTIATE_ADD_NORM(f16, f16)
+ADDNORM_INSTANTIATE_ADD_NORM(bf16, float)
+ADDNORM_INSTANTIATE_ADD_NORM(f16, float)
+ADDNORM_INSTANTIATE_REZERO(float)
+ADDNORM_INSTANTIATE_REZERO(double)
+ADDNORM_INSTANTIATE_REZERO(bf16)
+ADDNORM_INSTANTIATE_REZERO(f16)
+#undef ADDNORM_INSTANTIATE_ADD_NORM
+#undef ADDNORM_INSTANTIATE_REZERO
 
 }  // namespace addnorm

@@ -157,6 +157,58 @@ void check_case(int64_t rows, int64_t d, int64_t pad, int64_t shift, double mean
   EXPECT_TRUE(close(y, addnorm::ref::layer_norm_forward<T>(s.cview(), gamma, beta, eps).y, "fused y"));
 }
 
+// A bf16/f16 model with an f32 residual stream: h, s, ds and dh are float, f, y, dy and df are T.
+template <class T>
+void check_f32_stream(int64_t rows, int64_t d) {
+  using S = addnorm::stat_t<T>;
+  SCOPED_TRACE(std::string(name<T>()) + " with f32 stream, target " + addnorm::simd_target() + " d " +
+               std::to_string(d));
+  Mat<float> h(rows, d, d, 0, 1, 3.0, 2.0), ds(rows, d, d, 0, 2, 0, 1), s(rows, d, d, 0, 3, 0, 1),
+      dh(rows, d, d, 0, 4, 0, 1);
+  Mat<T> f(rows, d, d, 0, 5, 0, 1), dy(rows, d, d, 0, 6, 0, 1), y(rows, d, d, 0, 7, 0, 1), df(rows, d, d, 0, 8, 0, 1);
+  const auto gamma = params<T>(d, 9, 1.0), beta = params<T>(d, 10, 0.0);
+  std::vector<float> gamma_f(gamma.size()), beta_f(beta.size());
+  for (size_t i = 0; i < gamma.size(); ++i) {
+    gamma_f[i] = static_cast<float>(gamma[i]);
+    beta_f[i] = static_cast<float>(beta[i]);
+  }
+  std::vector<S> mean_s(static_cast<size_t>(rows)), rstd_s(static_cast<size_t>(rows));
+  addnorm::AddNormOptions opt;
+  opt.dropout = addnorm::DropoutSpec{0.1, 11, 0};
+  addnorm::add_norm_forward<T, float>(s.view(), y.view(), mean_s, rstd_s, h.cview(), f.cview(), gamma, beta, opt);
+  std::vector<double> s_ref(static_cast<size_t>(rows * d));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < d; ++c) {
+      const auto i = static_cast<uint64_t>(r * d + c);
+      s_ref[i] = h.at(r, c) + (opt.dropout.keep(i) ? f.at(r, c) / 0.9 : 0.0);
+    }
+  EXPECT_TRUE(close(s, s_ref, "f32 stream s"));
+  const auto fwd = addnorm::ref::layer_norm_forward<float>(s.cview(), gamma_f, beta_f, opt.eps);
+  EXPECT_TRUE(close(y, fwd.y, "f32 stream y"));
+
+  std::vector<T> dgamma(static_cast<size_t>(d), T(0)), dbeta(static_cast<size_t>(d), T(0));
+  addnorm::add_norm_backward<T, float>(dh.view(), df.view(), dgamma, dbeta, dy.cview(), ds.cview(), s.cview(), mean_s,
+                                       rstd_s, gamma, opt);
+  std::vector<float> dy_f(static_cast<size_t>(rows * d));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < d; ++c) dy_f[static_cast<size_t>(r * d + c)] = static_cast<float>(dy.at(r, c));
+  const auto bwd =
+      addnorm::ref::layer_norm_backward<float>(View2D<const float>(dy_f.data(), rows, d), s.cview(), gamma_f, opt.eps);
+  std::vector<double> dh_ref(bwd.dx.size()), df_ref(bwd.dx.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < d; ++c) {
+      const auto i = static_cast<size_t>(r * d + c);
+      dh_ref[i] = bwd.dx[i] + ds.at(r, c);
+      df_ref[i] = opt.dropout.keep(i) ? dh_ref[i] / 0.9 : 0.0;
+    }
+  Mat<float> dy_mat(rows, d, d, 0, 0, 0, 1);
+  dy_mat.buf.assign(dy_f.begin(), dy_f.end());
+  dy_mat.buf.push_back(0);
+  EXPECT_TRUE(close(dh, dh_ref, "f32 stream dh", dx_scale(fwd.rstd, dy_mat, gamma_f)));
+  EXPECT_TRUE(close(df, df_ref, "f32 stream df"));
+  EXPECT_TRUE(close_vec(dgamma, bwd.dgamma, std::sqrt(static_cast<double>(rows)) * 4, "f32 stream dgamma"));
+}
+
 template <class T>
 void sweep() {
   for (int64_t d : {1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 768, 1000})
@@ -179,6 +231,12 @@ TEST_P(Dispatch, F32) { sweep<float>(); }
 TEST_P(Dispatch, F64) { sweep<double>(); }
 TEST_P(Dispatch, BF16) { sweep<bf16>(); }
 TEST_P(Dispatch, F16) { sweep<f16>(); }
+TEST_P(Dispatch, F32ResidualStream) {
+  for (int64_t d : {1, 5, 64, 100, 1031}) {
+    check_f32_stream<bf16>(6, d);
+    check_f32_stream<f16>(6, d);
+  }
+}
 
 // Outputs above 8 MiB are written with streaming stores; misaligned and aligned starts.
 TEST_P(Dispatch, StreamingStoresF32) {

@@ -13,6 +13,10 @@
 // philox_bits(seed, offset + i) >= round(p * 2^32); kept values are scaled by 1 / (1 - p). The
 // backward regenerates the mask; nothing is stored. p = 0 is exactly s = alpha * h + f.
 //
+// Element types (T): float, double, bf16, f16. The residual stream (h, s, and their gradients
+// dh, ds) has type R = T, or R = float for bf16/f16 data (a 16-bit model with an f32 residual
+// stream, so that the repeated adds of a deep stack do not round to 8 bits each time).
+//
 // Shapes: h, f, s, y, dy, ds, dh, df are (rows, d) strided views; gamma, beta, dgamma, dbeta (d);
 // mean, rstd (rows). Empty span = absent, as in layer_norm.hpp. rows = 0 is a no-op.
 #pragma once
@@ -36,8 +40,8 @@ struct AddNormOptions {
 
 // Forward. Overwrites (=) s, y, mean (layer only; absent for rms), rstd. s is required: it is the
 // residual stream for pre-norm and the saved input of the norm for backward. s may alias h.
-template <class T>
-void add_norm_forward(View2D<T> s, View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd, View2D<const T> h,
+template <class T, class R = T>
+void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd, View2D<const R> h,
                       View2D<const T> f, std::span<const T> gamma, std::span<const T> beta,
                       const AddNormOptions& options);
 
@@ -45,9 +49,9 @@ void add_norm_forward(View2D<T> s, View2D<T> y, std::span<stat_t<T>> mean, std::
 //   dh = alpha * ds_total          df = ds_total * mask / (1 - p)
 // dh and df are overwritten (=); dgamma and dbeta accumulate (+=), deterministic for any thread
 // count. s, mean, rstd are those of the forward; options must be the forward's.
-template <class T>
-void add_norm_backward(View2D<T> dh, View2D<T> df, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
-                       View2D<const T> ds, View2D<const T> s, std::span<const stat_t<T>> mean,
+template <class T, class R = T>
+void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
+                       View2D<const R> ds, View2D<const R> s, std::span<const stat_t<T>> mean,
                        std::span<const stat_t<T>> rstd, std::span<const T> gamma, const AddNormOptions& options);
 
 // ReZero (Bachlechner et al. 2020): s = h + a * Dropout(f), a learnable scalar, no norm.

@@ -31,6 +31,15 @@ struct RowOps {
   RowMeanRstd (*add_norm_forward_row)(T* s, T* y, const T* h, const T* f, const C* keep, C alpha, const T* g,
                                       const T* b, int64_t d, double eps, bool layer, bool stream, T* t);
   void (*add_norm_backward_finish)(T* dh, T* df, C* t, const T* ds, const C* keep, C alpha, int64_t d, bool stream);
+  // The same with the residual stream (s, h, dh, ds) kept in f32 (for bf16/f16 data).
+  RowMeanRstd (*add_norm_forward_row_f32)(float* s, T* y, const float* h, const T* f, const C* keep, C alpha,
+                                          const T* g, const T* b, int64_t d, double eps, bool layer, bool stream,
+                                          float* t);
+  void (*add_norm_backward_finish_f32)(float* dh, T* df, C* t, const float* ds, const C* keep, C alpha, int64_t d,
+                                       bool stream);
+  void (*ln_backward_c_f32)(C* dx, S* pdg, S* pdb, const T* dy, const float* x, S mean, S rstd, const T* g, int64_t d,
+                            bool stream);
+  void (*rms_backward_c_f32)(C* dx, S* pdg, const T* dy, const float* x, S rstd, const T* g, int64_t d, bool stream);
   void (*dropout_keep)(C* keep, uint64_t seed, uint64_t start, uint64_t threshold, double scale, int64_t n,
                        uint32_t* bits, uint32_t* scratch);
   void (*philox_fill)(uint32_t* bits, uint64_t seed, uint64_t start, int64_t n, uint32_t* scratch);
