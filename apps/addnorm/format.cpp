@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 
 #include "addnorm/io/csv.hpp"
 
@@ -13,13 +14,15 @@ std::string fmt_num(double v, int decimals) {
   if (std::fabs(v) >= 1e16) return io::shortest_number(v);
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
-  std::string s(buf);
-  if (s.find('.') != std::string::npos) {
-    while (s.back() == '0') s.pop_back();
-    if (s.back() == '.') s.pop_back();
+  // Drop trailing zeros and a trailing point, then a negative zero's sign (trimming the view, not
+  // the string, also keeps GCC 12's -Wrestrict false positive on std::string away).
+  std::string_view s(buf);
+  if (s.find('.') != std::string_view::npos) {
+    while (s.back() == '0') s.remove_suffix(1);
+    if (s.back() == '.') s.remove_suffix(1);
   }
-  if (s == "-0") s = "0";
-  return s;
+  if (s == "-0") s.remove_prefix(1);
+  return std::string(s);
 }
 
 std::string fmt_vec(std::span<const double> v, int decimals) {

@@ -22,7 +22,7 @@ using addnorm::io::DType;
 
 std::vector<std::byte> bytes_of(std::string_view s) {
   std::vector<std::byte> out(s.size());
-  std::memcpy(out.data(), s.data(), s.size());
+  if (!s.empty()) std::memcpy(out.data(), s.data(), s.size());  // data() may be null when empty
   return out;
 }
 
