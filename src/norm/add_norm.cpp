@@ -81,19 +81,15 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
       return ops.add_norm_forward_row_f32;
   }();
 
-#pragma omp parallel num_threads(nt) if (nt > 1)
-  {
+  parallel_for(rows, nt, [&](int64_t r) {
     DropoutRow<C> drop(d);
     R* t = detail::scratch<R, 4>(static_cast<size_t>(d));
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const C* keep = drop.fill(ops, options.dropout, r, d);
-      const detail::RowMeanRstd st =
-          forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b, d, options.eps, layer, stream, t);
-      if (!mean.empty()) mean[r] = static_cast<S>(st.mean);
-      if (!rstd.empty()) rstd[r] = static_cast<S>(st.rstd);
-    }
-  }
+    const C* keep = drop.fill(ops, options.dropout, r, d);
+    const detail::RowMeanRstd st =
+        forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b, d, options.eps, layer, stream, t);
+    if (!mean.empty()) mean[r] = static_cast<S>(st.mean);
+    if (!rstd.empty()) rstd[r] = static_cast<S>(st.rstd);
+  });
 }
 
 // dh: (rows, d) of R =    df: (rows, d) =    dgamma, dbeta: (d) +=    dy: (rows, d)
@@ -152,24 +148,20 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
       return ops.add_norm_backward_finish;
   }();
 
-#pragma omp parallel num_threads(nt) if (nt > 1)
-  {
+  parallel_for(chunks.count, nt, [&](int64_t k) {
     DropoutRow<C> drop(d);
     C* t = detail::scratch<C, 5>(static_cast<size_t>(d));
-#pragma omp for schedule(static)
-    for (int64_t k = 0; k < chunks.count; ++k) {
-      S* pdg = partials.dgamma(k);
-      S* pdb = partials.dbeta(k);
-      for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) {
-        if (layer)
-          ln_backward_c(t, pdg, pdb, dy.row(r), s.row(r), mean[r], rstd[r], gm, d, false);
-        else
-          rms_backward_c(t, pdg, dy.row(r), s.row(r), rstd[r], gm, d, false);
-        const C* keep = drop.fill(ops, options.dropout, r, d);
-        finish(dh.row(r), df.row(r), t, has_ds ? ds.row(r) : nullptr, keep, alpha, d, stream);
-      }
+    S* pdg = partials.dgamma(k);
+    S* pdb = partials.dbeta(k);
+    for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) {
+      if (layer)
+        ln_backward_c(t, pdg, pdb, dy.row(r), s.row(r), mean[r], rstd[r], gm, d, false);
+      else
+        rms_backward_c(t, pdg, dy.row(r), s.row(r), rstd[r], gm, d, false);
+      const C* keep = drop.fill(ops, options.dropout, r, d);
+      finish(dh.row(r), df.row(r), t, has_ds ? ds.row(r) : nullptr, keep, alpha, d, stream);
     }
-  }
+  });
   partials.reduce_into(dgamma, dbeta, nt);
 }
 
@@ -186,11 +178,9 @@ void rezero_forward(View2D<T> s, View2D<const T> h, View2D<const T> f, double a,
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const C ac = static_cast<C>(a);
   const auto& ops = detail::row_ops<T>();
-#pragma omp parallel num_threads(nt) if (nt > 1)
-  {
+  parallel_for(rows, nt, [&](int64_t r) {
     DropoutRow<C> drop(d);
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
+    {
       const T* hr = h.row(r);
       const T* fr = f.row(r);
       T* sr = s.row(r);
@@ -200,7 +190,7 @@ void rezero_forward(View2D<T> s, View2D<const T> h, View2D<const T> f, double a,
         sr[c] = static_cast<T>(static_cast<C>(hr[c]) + ac * fc);
       }
     }
-  }
+  });
 }
 
 // dh, df: (rows, d) =    da +=    ds, f: (rows, d)
@@ -223,11 +213,9 @@ void rezero_backward(View2D<T> dh, View2D<T> df, double& da, View2D<const T> ds,
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const C ac = static_cast<C>(a);
   const auto& ops = detail::row_ops<T>();
-#pragma omp parallel num_threads(nt) if (nt > 1)
-  {
+  parallel_for(rows, nt, [&](int64_t r) {
     DropoutRow<C> drop(d);
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
+    {
       const T* dsr = ds.row(r);
       const T* fr = f.row(r);
       T* dhr = dh.row(r);
@@ -243,7 +231,7 @@ void rezero_backward(View2D<T> dh, View2D<T> df, double& da, View2D<const T> ds,
       }
       row_da[r] = acc;
     }
-  }
+  });
   for (int64_t r = 0; r < rows; ++r) da += row_da[r];
 }
 

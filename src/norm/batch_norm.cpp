@@ -47,8 +47,7 @@ void column_mean_var(double* mean, double* var, View2D<const T> x, std::span<con
   const double inv_n = 1.0 / static_cast<double>(n);
   const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
   const int nt = column_threads(rows, d);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
+  parallel_for(blocks, nt, [&](int64_t blk) {
     const int64_t c0 = blk * kColumnBlock, c1 = std::min(d, c0 + kColumnBlock);
     double s1[kColumnBlock] = {}, s2[kColumnBlock] = {};
     for (int64_t c = c0; c < c1; ++c) mean[c] = 0;
@@ -74,7 +73,7 @@ void column_mean_var(double* mean, double* var, View2D<const T> x, std::span<con
       mean[c] += shift;
       var[c] = std::max(s2[c - c0] * inv_n - shift * shift, 0.0);
     }
-  }
+  });
 }
 }  // namespace
 
@@ -143,17 +142,16 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
     b[c] = beta.empty() ? C{0} : static_cast<C>(beta[c]);
   }
   const int nt = threads_for(rows * d, kMinWorkPerThread);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, nt, [&](int64_t r) {
     const T* xr = x.row(r);
     T* yr = y.row(r);
     if (!is_valid(mask, r)) {
       std::fill(yr, yr + d, T{0});
-      continue;
+      return;
     }
 #pragma omp simd
     for (int64_t c = 0; c < d; ++c) yr[c] = static_cast<T>(((static_cast<C>(xr[c]) - m_hi[c]) - m_lo[c]) * a[c] + b[c]);
-  }
+  });
 }
 
 // dx: (rows, d) =    dgamma, dbeta: (d) +=    dy, x: (rows, d)    mask: (rows) or empty
@@ -186,8 +184,7 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   double* sums = detail::scratch<double, 0>(static_cast<size_t>(4 * d));
   const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
   const int ct = column_threads(rows, d);
-#pragma omp parallel for schedule(static) num_threads(ct) if (ct > 1)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
+  parallel_for(blocks, ct, [&](int64_t blk) {
     const int64_t c0 = blk * kColumnBlock, c1 = std::min(d, c0 + kColumnBlock);
     double sgx[kColumnBlock] = {}, sg[kColumnBlock] = {}, sdx[kColumnBlock] = {}, sd[kColumnBlock] = {};
     for (int64_t r = 0; r < rows; ++r) {
@@ -211,7 +208,7 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
       sums[2 * d + c] = sdx[c - c0];
       sums[3 * d + c] = sd[c - c0];
     }
-  }
+  });
   const double inv_n = 1.0 / static_cast<double>(n);
   C* k1 = detail::scratch<C, 1>(static_cast<size_t>(5 * d));
   C* k2 = k1 + d;
@@ -228,21 +225,20 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
     if (!dbeta.empty()) dbeta[c] = static_cast<T>(static_cast<double>(dbeta[c]) + sums[3 * d + c]);
   }
   const int nt = threads_for(rows * d, kMinWorkPerThread);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, nt, [&](int64_t r) {
     const T* xr = x.row(r);
     const T* dyr = dy.row(r);
     T* dxr = dx.row(r);
     if (!is_valid(mask, r)) {
       std::fill(dxr, dxr + d, T{0});
-      continue;
+      return;
     }
 #pragma omp simd
     for (int64_t c = 0; c < d; ++c) {
       const C xh = (static_cast<C>(xr[c]) - m[c]) * s[c];
       dxr[c] = static_cast<T>(s[c] * (static_cast<C>(dyr[c]) * gm[c] - k2[c] - xh * k1[c]));
     }
-  }
+  });
 }
 
 #define ADDNORM_INSTANTIATE(T)                                                                                     \

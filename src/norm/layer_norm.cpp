@@ -33,12 +33,11 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();
 
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, nt, [&](int64_t r) {
     const detail::RowMeanRstd st = ops.ln_forward(y.row(r), x.row(r), g, b, d, eps, stream);
     if (!mean.empty()) mean[r] = static_cast<stat_t<T>>(st.mean);
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(st.rstd);
-  }
+  });
 }
 
 // dx: (rows, d) =    dgamma, dbeta: (d) +=    dy, x: (rows, d)    mean, rstd: (rows)
@@ -69,13 +68,12 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();
 
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t k = 0; k < chunks.count; ++k) {
+  parallel_for(chunks.count, nt, [&](int64_t k) {
     S* pdg = partials.dgamma(k);
     S* pdb = partials.dbeta(k);
     for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r)
       ops.ln_backward(dx.row(r), pdg, pdb, dy.row(r), x.row(r), mean[r], rstd[r], gm, d, stream);
-  }
+  });
   partials.reduce_into(dgamma, dbeta, nt);
 }
 

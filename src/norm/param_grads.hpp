@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 
+#include "addnorm/core/parallel.hpp"
 #include "workspace.hpp"
 
 namespace addnorm::detail {
@@ -41,8 +42,7 @@ class ParamPartials {
   void reduce_into(std::span<T> dgamma_out, std::span<T> dbeta_out, int threads) const {
     if (!dg_ && !db_) return;
     const int64_t d = d_;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int64_t c = 0; c < d; ++c) {
+    parallel_for(d, threads, [&](int64_t c) {
       S sg = 0, sb = 0;
       for (int64_t k = 0; k < chunks_; ++k) {
         if (dg_) sg += buf_[k * 2 * d + c];
@@ -50,7 +50,7 @@ class ParamPartials {
       }
       if (dg_) dgamma_out[c] = static_cast<T>(static_cast<S>(dgamma_out[c]) + sg);
       if (db_) dbeta_out[c] = static_cast<T>(static_cast<S>(dbeta_out[c]) + sb);
-    }
+    });
   }
 
  private:

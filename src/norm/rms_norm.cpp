@@ -28,11 +28,10 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();
 
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, nt, [&](int64_t r) {
     const double rs = ops.rms_forward(y.row(r), x.row(r), g, d, eps, stream);
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(rs);
-  }
+  });
 }
 
 // dx: (rows, d) =    dgamma: (d) +=    dy, x: (rows, d)    rstd: (rows)
@@ -60,12 +59,11 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();
 
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t k = 0; k < chunks.count; ++k) {
+  parallel_for(chunks.count, nt, [&](int64_t k) {
     S* pdg = partials.dgamma(k);
     for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r)
       ops.rms_backward(dx.row(r), pdg, dy.row(r), x.row(r), rstd[r], gm, d, stream);
-  }
+  });
   partials.reduce_into(dgamma, std::span<T>{}, nt);
 }
 
