@@ -70,7 +70,9 @@ std::vector<int64_t> nonfinite_groups(const Result& r);
 
 void print_plain(const Result& r, int precision, std::ostream& os);
 void print_explain(const Result& r, int precision, std::ostream& os);
-void print_json(const Result& r, std::ostream& os);
+// One JSON object: kind, eps, shape, mean, var, rstd, x_hat, y (full precision), and, when
+// explain_text is not empty, "explain" with it.
+void print_json(const Result& r, std::ostream& os, const std::string& explain_text);
 
 // Writes y to path: .npy (the input's dtype) or .csv (with the input's column names), atomically.
 void write_output(const Result& r, const std::string& path);

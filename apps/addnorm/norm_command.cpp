@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -58,12 +59,15 @@ int run_norm(const NormOptions& o) {
 
   // The file first: if writing fails, nothing was printed as if it had worked.
   if (o.output) norm::write_output(r, *o.output);
-  if (o.json)
-    norm::print_json(r, std::cout);
-  else if (o.explain)
+  if (o.json) {
+    std::ostringstream steps;
+    if (o.explain) norm::print_explain(r, o.precision, steps);
+    norm::print_json(r, std::cout, steps.str());
+  } else if (o.explain) {
     norm::print_explain(r, o.precision, std::cout);
-  else
+  } else {
     norm::print_plain(r, o.precision, std::cout);
+  }
   std::cout.flush();
   return std::cout.good() ? 0 : 1;
 }
@@ -96,9 +100,9 @@ Command add_norm_command(CLI::App& root) {
       ->default_str("1e-05");
   sub->add_option("--gamma", o->gamma, "Scale, one value per column: v,v,... (default all 1)");
   auto* beta = sub->add_option("--beta", o->beta, "Shift, one value per column: v,v,... (default all 0; not for rms)");
-  auto* explain = sub->add_flag("--explain", o->explain, "Print every step, the way the seeds work it");
-  auto* json = sub->add_flag("--json", o->json, "Print one JSON object with the statistics, x_hat and y");
-  json->excludes(explain);
+  sub->add_flag("--explain", o->explain, "Print every step, the way the seeds work it");
+  sub->add_flag("--json", o->json,
+                "Print one JSON object: statistics, x_hat and y (with --explain, the steps as \"explain\")");
   sub->add_option("--precision,-p", o->precision, "Decimals of the printed values (statistics get 2 more)")
       ->check(CLI::Range(0, 15))
       ->capture_default_str();

@@ -28,7 +28,7 @@ void print_plain(const Result& r, int precision, std::ostream& os) {
     os << fmt_matrix(r.f.y, r.in.rows(), r.in.cols(), precision) << "\n";
 }
 
-void print_json(const Result& r, std::ostream& os) {
+void print_json(const Result& r, std::ostream& os, const std::string& explain_text) {
   nlohmann::ordered_json j;
   j["kind"] = kind_name(r.kind);
   j["eps"] = r.eps;
@@ -41,6 +41,7 @@ void print_json(const Result& r, std::ostream& os) {
   j["rstd"] = r.f.rstd;
   j["x_hat"] = rows_json(r.f.x_hat, r.in.rows(), r.in.cols());
   j["y"] = rows_json(r.f.y, r.in.rows(), r.in.cols());
+  if (!explain_text.empty()) j["explain"] = explain_text;
   os << j.dump() << "\n";
 }
 

@@ -94,6 +94,12 @@ check(np.allclose(j["mean"], H.mean(axis=0), rtol=1e-15) and np.allclose(j["var"
 rc, out, err = run("norm", 2, 4, 6, 8, "--json")
 j = json.loads(out)
 check_eq((j["shape"], len(j["y"]), len(j["mean"])), ([4], 1, 1), "json of one row: x_hat and y as rows")
+# --explain --json: the same object, plus the steps as "explain" (the README's example).
+rc, out, err = run("norm", "--explain", 2, 4, 6, 8, "--json")
+j = json.loads(out)
+check_eq((rc, list(j)[-1], j["y"], out.count("\n")),
+         (0, "explain", json.loads(run("norm", 2, 4, 6, 8, "--json")[1])["y"], 1), "--explain --json")
+check_in("mean of y: 0  variance of y: 0.999998\n", j.get("explain", ""), "--explain --json steps")
 j = json.loads(run("norm", 3, 5, 2, 6, "--kind", "rms", "--json")[1])
 check_eq((j["kind"], j["mean"]), ("rms", None), "json rms has no mean")
 check(np.allclose(j["y"][0], rms, rtol=1e-14), "json rms y")
@@ -140,7 +146,6 @@ for args, needle in [
     (["norm", "1", "2", "--kind", "group"], "group"),
     (["norm", "1", "2", "--eps", "-1"], "must be a finite number >= 0, got '-1'"),
     (["norm", "1", "2", "--eps", "nan"], "must be a finite number >= 0"),
-    (["norm", "1", "2", "--explain", "--json"], "excludes"),
     (["norm", "1", "2", "--kind", "rms", "--beta", "0,0"], "--kind rms has no beta"),
     (["norm", "1", "2", "--output", "y.txt"], "'y.txt' must end in .npy or .csv"),
     (["norm", "1", "2", "--precision", "99"], "--precision"),
