@@ -6,7 +6,6 @@
 // and norm_output.cpp.
 #include <cmath>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -23,7 +22,8 @@ namespace {
 struct NormOptions {
   std::vector<std::string> values;
   std::optional<std::string> input;
-  norm::Kind kind = norm::Kind::layer;
+  std::string kind_name = "layer";
+  norm::Kind kind = norm::Kind::layer;  // set from kind_name once parsed
   double eps = 1e-5;
   std::optional<std::string> gamma, beta;
   bool explain = false;
@@ -87,14 +87,14 @@ Command add_norm_command(CLI::App& root) {
       "file (rows of numbers, optional header line, comma/semicolon/whitespace separated); '-' reads\n"
       "CSV from standard input. layer and rms normalize each row, batch each column (a single row of\n"
       "values is one column). Exit codes: 0 ok, 1 bad data or file, 2 usage error.");
-  auto* values = sub->add_option("values", o->values, "The values of one row (use -- before a negative first value)");
+  auto* values =
+      sub->add_option("values", o->values, "The values of one row (negative values work; -- ends the options)");
   auto* input = sub->add_option("--input,-i", o->input, "A .npy or CSV file ('-': CSV from standard input)");
   values->excludes(input);
-  const std::map<std::string, norm::Kind> kinds{
-      {"layer", norm::Kind::layer}, {"rms", norm::Kind::rms}, {"batch", norm::Kind::batch}};
-  sub->add_option("--kind,-k", o->kind, "layer (each row), rms (each row, no mean) or batch (each column)")
-      ->transform(CLI::CheckedTransformer(kinds))
-      ->default_str("layer");
+  sub->add_option("--kind,-k", o->kind_name, "layer (each row), rms (each row, no mean) or batch (each column)")
+      ->check(CLI::IsMember({"layer", "rms", "batch"}))
+      ->type_name("layer|rms|batch")
+      ->capture_default_str();
   sub->add_option("--eps", o->eps, "eps under the square root (0: the population standard deviation)")
       ->check(kEps)
       ->default_str("1e-05");
@@ -109,6 +109,7 @@ Command add_norm_command(CLI::App& root) {
   sub->add_option("--output,-o", o->output, "Also write y to FILE.npy (input's dtype, f64 for values) or FILE.csv")
       ->check(kOutputPath);
   sub->final_callback([o, beta] {
+    o->kind = o->kind_name == "rms" ? norm::Kind::rms : o->kind_name == "batch" ? norm::Kind::batch : norm::Kind::layer;
     if (o->values.empty() && !o->input)
       throw CLI::ValidationError("norm", "give the values of one row, or --input FILE");
     if (o->kind == norm::Kind::rms && beta->count() > 0)
