@@ -15,5 +15,6 @@ struct Command {
 };
 
 Command add_norm_command(CLI::App& root);
+Command add_gradflow_command(CLI::App& root);
 
 }  // namespace addnorm::cli
