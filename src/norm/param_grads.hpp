@@ -13,12 +13,15 @@
 
 namespace addnorm::detail {
 
+// At most 64 chunks of at least 8 rows: enough chunks to share among threads, few enough that the
+// partials (2 * d values per chunk) cost little next to the rows themselves.
 struct RowChunks {
   static constexpr int64_t kMaxChunks = 64;
+  static constexpr int64_t kMinRows = 8;
   int64_t rows, per_chunk, count;
   explicit RowChunks(int64_t n)
       : rows(n),
-        per_chunk(std::max<int64_t>(1, (n + kMaxChunks - 1) / kMaxChunks)),
+        per_chunk(std::max<int64_t>(kMinRows, (n + kMaxChunks - 1) / kMaxChunks)),
         count((n + per_chunk - 1) / per_chunk) {}
   [[nodiscard]] int64_t begin(int64_t k) const { return k * per_chunk; }
   [[nodiscard]] int64_t end(int64_t k) const { return std::min(rows, (k + 1) * per_chunk); }
@@ -37,19 +40,28 @@ class ParamPartials {
   [[nodiscard]] S* dgamma(int64_t k) const { return dg_ ? buf_ + k * 2 * d_ : nullptr; }
   [[nodiscard]] S* dbeta(int64_t k) const { return db_ ? buf_ + k * 2 * d_ + d_ : nullptr; }
 
-  // dgamma[c] += sum over chunks in order of the partials (likewise dbeta).
+  // dgamma[c] += ((p_0[c] + p_1[c]) + p_2[c]) + ... over the chunks in order (likewise dbeta).
+  // The partials of chunk 0 accumulate the others, streaming over contiguous rows of partials;
+  // threads split the columns, so each column's order of additions never changes.
   template <class T>
   void reduce_into(std::span<T> dgamma_out, std::span<T> dbeta_out, int threads) const {
     if (!dg_ && !db_) return;
-    const int64_t d = d_;
-    parallel_for(d, threads, [&](int64_t c) {
-      S sg = 0, sb = 0;
-      for (int64_t k = 0; k < chunks_; ++k) {
-        if (dg_) sg += buf_[k * 2 * d + c];
-        if (db_) sb += buf_[k * 2 * d + d + c];
+    constexpr int64_t kBlock = 512;
+    const int64_t d = d_, blocks = (d + kBlock - 1) / kBlock;
+    parallel_for(blocks, static_cast<int>(std::min<int64_t>(threads, blocks)), [&](int64_t blk) {
+      const int64_t c0 = blk * kBlock, c1 = std::min(d, c0 + kBlock);
+      S* acc = buf_;  // chunk 0: [dgamma d | dbeta d]
+      for (int64_t k = 1; k < chunks_; ++k) {
+        const S* part = buf_ + k * 2 * d;
+        if (dg_)
+          for (int64_t c = c0; c < c1; ++c) acc[c] += part[c];
+        if (db_)
+          for (int64_t c = c0; c < c1; ++c) acc[d + c] += part[d + c];
       }
-      if (dg_) dgamma_out[c] = static_cast<T>(static_cast<S>(dgamma_out[c]) + sg);
-      if (db_) dbeta_out[c] = static_cast<T>(static_cast<S>(dbeta_out[c]) + sb);
+      for (int64_t c = c0; c < c1; ++c) {
+        if (dg_) dgamma_out[c] = static_cast<T>(static_cast<S>(dgamma_out[c]) + acc[c]);
+        if (db_) dbeta_out[c] = static_cast<T>(static_cast<S>(dbeta_out[c]) + acc[d + c]);
+      }
     });
   }
 
