@@ -29,6 +29,18 @@ struct LayerConfig {
   }
 };
 
+// A LayerConfig with the given sizes, activation and placement, the other fields at their defaults.
+inline LayerConfig make_layer_config(int64_t d_model, int64_t heads, int64_t d_ff, Activation activation,
+                                     Placement placement) {
+  LayerConfig c;
+  c.d_model = d_model;
+  c.heads = heads;
+  c.d_ff = d_ff;
+  c.activation = activation;
+  c.placement = placement;
+  return c;
+}
+
 // Training or inference, and the dropout stream of this step. Dropout is off when not training;
 // each layer draws its own sub-streams from seed.
 struct Mode {
