@@ -33,7 +33,7 @@ struct DropoutRow {
   uint32_t* scratch;
   explicit DropoutRow(int64_t d)
       : keep(detail::scratch<C, 2>(static_cast<size_t>(d))),
-        bits(detail::scratch<uint32_t, 3>(static_cast<size_t>(2 * d + 64))),
+        bits(detail::scratch<uint32_t, 3>(static_cast<size_t>(2 * d + 128))),
         scratch(bits + d) {}
   // Fills keep for row r of a (rows, d) call; returns keep, or null when dropout is off.
   template <class T>

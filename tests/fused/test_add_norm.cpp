@@ -111,7 +111,7 @@ void check_against_reference(const Case& cs) {
 
 TEST(AddNorm, MatchesReferenceComposition) {
   for (NormKind kind : {NormKind::layer, NormKind::rms})
-    for (double p : {0.0, 0.1, 0.5})
+    for (double p : {0.0, 0.1, 0.5, 1.0})
       for (double alpha : {1.0, 2.5})
         for (bool pre : {true, false})
           for (auto [rows, d] : {std::pair<int64_t, int64_t>{1, 1}, {5, 3}, {7, 17}, {33, 64}, {9, 4099}}) {

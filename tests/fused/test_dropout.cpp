@@ -28,9 +28,9 @@ TEST(Philox, FillMatchesElementwiseOnEveryTarget) {
   for (const auto& target : addnorm::supported_simd_targets()) {
     addnorm::set_simd_target(target);
     const auto& ops = addnorm::detail::row_ops<float>();
-    for (uint64_t start : {0ull, 1ull, 3ull, 5ull, (1ull << 32) - 3, (1ull << 34) + 2}) {
-      for (int64_t n : {0, 1, 2, 3, 4, 7, 33, 100}) {
-        std::vector<uint32_t> bits(static_cast<size_t>(n) + 1, 0xdeadbeefu), scratch(static_cast<size_t>(n) + 64);
+    for (uint64_t start : {0ull, 1ull, 3ull, 5ull, 63ull, (1ull << 32) - 3, (1ull << 38) - 5, (1ull << 34) + 2}) {
+      for (int64_t n : {0, 1, 2, 3, 4, 7, 33, 64, 65, 100, 200}) {
+        std::vector<uint32_t> bits(static_cast<size_t>(n) + 1, 0xdeadbeefu), scratch(static_cast<size_t>(n) + 128);
         ops.philox_fill(bits.data(), 42, start, n, scratch.data());
         for (int64_t i = 0; i < n; ++i)
           ASSERT_EQ(bits[i], addnorm::philox_bits(42, start + static_cast<uint64_t>(i)))

@@ -25,13 +25,15 @@ constexpr std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> ctr, std
   return ctr;
 }
 
-// 32 random bits for element `index` of the stream `seed`: lane index % 4 of the Philox block
-// whose counter is index / 4 (64 bits) and whose key is the seed (64 bits).
+// 32 random bits for element `index` of the stream `seed`. The key is the seed (64 bits); the
+// elements are taken in groups of 64: group q uses the 16 blocks with counters 16q .. 16q + 15,
+// and element 64q + 16k + j is lane k of block 16q + j. (So 16 blocks computed side by side in
+// vector lanes give 64 consecutive elements with no shuffling.)
 constexpr uint32_t philox_bits(uint64_t seed, uint64_t index) {
-  const uint64_t block = index >> 2;
+  const uint64_t block = ((index >> 6) << 4) | (index & 15);
   const auto out = philox4x32_10({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0u, 0u},
                                  {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
-  return out[index & 3];
+  return out[(index >> 4) & 3];
 }
 
 }  // namespace addnorm
