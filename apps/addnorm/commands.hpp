@@ -16,5 +16,6 @@ struct Command {
 
 Command add_norm_command(CLI::App& root);
 Command add_gradflow_command(CLI::App& root);
+Command add_params_command(CLI::App& root);
 
 }  // namespace addnorm::cli

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   std::vector<addnorm::cli::Command> commands;
   commands.push_back(addnorm::cli::add_norm_command(app));
   commands.push_back(addnorm::cli::add_gradflow_command(app));
+  commands.push_back(addnorm::cli::add_params_command(app));
 
   try {
     app.parse(argc, argv);

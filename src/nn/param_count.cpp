@@ -14,11 +14,11 @@ namespace {
 
 using Kinds = std::vector<std::pair<std::string, int64_t>>;
 
-// A real module's parameters, by kind (first-seen order).
+// A real module's parameters, by kind (first-seen order), named with prefix.
 template <class Module>
-Kinds kinds_of(Module& m) {
+Kinds kinds_of(Module& m, const std::string& prefix) {
   ParameterList<float> list;
-  m.parameters(list, "");
+  m.parameters(list, prefix);
   Kinds out;
   for (const auto& e : list) {
     const std::string kind(parameter_kind(e.name));
@@ -169,26 +169,26 @@ ParameterCount count_model_parameters(const ModelSpec& s) {
   if (s.token_types > 0) add("token-type embedding", times(s.token_types, d), 1, {{"token_type", s.token_types * d}});
   if (s.embedding_norm) {
     Norm<float> norm(d, s.layer.norm);
-    add("embedding norm", std::string(norm_type_name(s.layer.norm.type)), 1, kinds_of(norm));
+    add("embedding norm", std::string(norm_type_name(s.layer.norm.type)), 1, kinds_of(norm, "norm."));
   }
   const bool final_norm = needs_final_norm(s.layer.placement);
   const auto final = [&](const char* name) {
     if (!final_norm) return;
     Norm<float> norm(d, s.layer.norm);
-    add(name, std::string(norm_type_name(s.layer.norm.type)), 1, kinds_of(norm));
+    add(name, std::string(norm_type_name(s.layer.norm.type)), 1, kinds_of(norm, "norm."));
   };
   if (enc) {
     EncoderLayer<float> layer(s.layer, 0);
-    add("encoder layer", "self-attention + ffn", s.encoder_layers, kinds_of(layer));
+    add("encoder layer", "self-attention + ffn", s.encoder_layers, kinds_of(layer, ""));
     final(s.architecture == Architecture::encoder_only ? "final norm" : "encoder final norm");
   }
   if (s.architecture == Architecture::decoder_only) {
     EncoderLayer<float> layer(s.layer, 0);  // causal self-attention + ffn (GptModel's blocks)
-    add("decoder layer", "causal self-attention + ffn", s.decoder_layers, kinds_of(layer));
+    add("decoder layer", "causal self-attention + ffn", s.decoder_layers, kinds_of(layer, ""));
     final("final norm");
   } else if (dec) {
     DecoderLayer<float> layer(s.layer, 0);
-    add("decoder layer", "self-attention + cross-attention + ffn", s.decoder_layers, kinds_of(layer));
+    add("decoder layer", "self-attention + cross-attention + ffn", s.decoder_layers, kinds_of(layer, ""));
     final("decoder final norm");
   }
   if (s.head == HeadKind::tied) add("head", "tied to the token embedding", 1, {{"head", 0}});

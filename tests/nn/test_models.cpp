@@ -224,6 +224,10 @@ TEST(ParameterCount, Presets) {
   EXPECT_EQ(kind(base, "norm"), 30720);  // the seeds' question: 6 + 6 layers, d_model 512
   EXPECT_EQ(kind(base, "position"), 0);
   EXPECT_EQ(kind(base, "head"), 0);
+  EXPECT_EQ(kind(nn::count_model_parameters(nn::model_preset("gpt2-small")), "norm"), 38400);  // 25 x 2 x 768
+  EXPECT_EQ(kind(bert, "norm"), 38400);  // 12 x 2 x 2 x 768 + the embedding norm
+  for (const auto& name : nn::model_preset_names())
+    EXPECT_EQ(kind(nn::count_model_parameters(nn::model_preset(name)), "other"), -1) << name;
   EXPECT_THROW(nn::model_preset("gpt3"), addnorm::Error);
 }
 
