@@ -10,8 +10,12 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <ostream>
 #include <string>
+#include <vector>
 
+#include "addnorm/lab/transformer_gradflow.hpp"
 #include "commands.hpp"
 
 namespace addnorm::cli::gradflow {
@@ -20,6 +24,22 @@ namespace addnorm::cli::gradflow {
 Runner add_linear(CLI::App& gradflow);
 Runner add_transformer(CLI::App& gradflow);
 Runner add_norm_jacobian(CLI::App& gradflow);
+
+// `gradflow transformer`'s results and the options that produced them.
+struct TransformerReport {
+  lab::TransformerGradflowConfig base;  // the sizes and setup; placement, norm, layers vary
+  int64_t seeds = 0;
+  uint64_t seed = 0;
+  std::string dtype;  // "f32" or "f64"
+  std::vector<lab::TransformerGradflow> results;  // norm-major, then placement, then depth
+};
+
+// gradflow_report.cpp: the summary table, per-layer tables with bars, and the literature's claims
+// next to the measurements; --json, --csv (text) and --plot.
+void print_transformer_text(const TransformerReport& r, std::ostream& os);
+void print_transformer_json(const TransformerReport& r, std::ostream& os);
+std::string transformer_csv(const TransformerReport& r);
+void write_transformer_plot(const TransformerReport& r, const std::string& path);
 
 // A horizontal bar of `width` cells for a fraction in [0, 1] (clamped; NaN gives no bar), drawn
 // with the eighth blocks U+2588..U+258F, padded with spaces to `width` cells.

@@ -92,7 +92,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check_eq([r["layers"] for r in g1["runs"]], [6, 24], "default --layers 6,24")
     for k, r in enumerate(g1["runs"]):
         check_eq(len(r["profile_plain"]), r["layers"] + 1, "profile has L + 1 values")
-        check(r["plain"] < 1e-2 and 1 < r["residual"] < 10, "generator: plain vanishes, residual stays",
+        check(r["plain"] < 1e-2 and 0.3 < r["residual"] < 30, "generator: plain vanishes, residual stays",
               f"{r['plain']} {r['residual']}")
         check_eq(r["weights"], {"generator": "philox-normal", "std": 0.1, "seed": 42, "run": k}, "generator recorded")
     rc, out, err = run("gradflow", "linear", "--layers", "3", "--d", "4", "--std", "0", "--json")
