@@ -19,7 +19,7 @@ Command add_gradflow_command(CLI::App& root) {
       "Run 'addnorm gradflow SUBCOMMAND --help' for the options of one. JSON schemas: docs/gradflow.md.\n"
       "Exit codes: 0 ok, 1 bad data or file, 2 usage error.");
   std::vector<std::pair<CLI::App*, Runner>> runners;
-  for (auto* add : {gradflow::add_linear, gradflow::add_transformer}) {
+  for (auto* add : {gradflow::add_linear, gradflow::add_transformer, gradflow::add_norm_jacobian}) {
     Runner r = add(*sub);
     runners.emplace_back(sub->get_subcommands([](const CLI::App*) { return true; }).back(), std::move(r));
   }
