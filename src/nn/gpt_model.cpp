@@ -81,7 +81,7 @@ View2D<const T> GptModel<T>::forward(std::span<const int64_t> ids, int64_t batch
   wte.forward(x0, ids_);
   wpe.forward(x0, seq_);
   dropout_forward(x0, View2D<const T>(x0), dropout_);
-  blocks.forward(h, View2D<const T>(x0), batch, valid, true, mode);
+  blocks.forward(h, View2D<const T>(x0), batch, valid, config_.causal, mode);
   linear_forward(logits, View2D<const T>(h), head_weight(), std::span<const T>());
   return logits;
 }

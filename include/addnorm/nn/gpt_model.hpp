@@ -1,7 +1,7 @@
 // A GPT-style decoder-only language model (Radford et al. 2019), forward, backward and loss:
 //
 //   x0 = Dropout(wte[ids] + wpe[t])                    (B*T, d)
-//   h  = blocks(x0), causal                            (B*T, d)   EncoderStack: self-attention + FFN
+//   h  = blocks(x0), causal (unless config.causal = false) (B*T, d)   EncoderStack: self-attention + FFN
 //                                                                 per layer, final norm for pre/sandwich
 //   logits = h W^T,  W = wte.weight (tied) or lm_head.weight         (B*T, V)
 //   loss = CrossEntropy(logits, targets)
@@ -36,6 +36,7 @@ struct GptConfig {
   LayerConfig layer = make_layer_config(768, 12, 3072, Activation::gelu_tanh, Placement::pre);
   double embedding_dropout = 0.1;  // on wte + wpe
   bool tied = true;                // LM head = wte.weight
+  bool causal = true;              // false: bidirectional self-attention (an encoder-only model)
   double init_std = 0.02;
   CrossEntropyConfig loss;
 };
