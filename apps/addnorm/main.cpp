@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   CLI::App app{"addnorm: residual connections and normalization (LayerNorm, RMSNorm, BatchNorm)", "addnorm"};
   app.set_version_flag("--version", addnorm::version_string, "Print the version and exit");
   app.require_subcommand(1, 1);
-  app.footer("Run 'addnorm SUBCOMMAND --help' for the options of one subcommand.");
+  app.footer("Run 'addnorm SUBCOMMAND --help' for the options of one subcommand.\n");
 
   std::vector<addnorm::cli::Command> commands;
   commands.push_back(addnorm::cli::add_norm_command(app));
