@@ -7,7 +7,7 @@
 //
 // Names are op/dtype/rows:R/d:D/threads:T. Times are wall-clock (UseRealTime: kernels run on
 // OpenMP threads). bytes_per_second counts the (rows, d) arrays an op must read and write once
-// (see kArrays below); gamma/beta, statistics and parameter gradients are not counted. Buffers
+// (Kernel::bytes_per_elem); gamma/beta, statistics and parameter gradients are not counted. Buffers
 // are allocated and filled once per benchmark, outside the timed loop, and kept across the
 // repeated runs Google Benchmark makes of one benchmark.
 #include <benchmark/benchmark.h>
@@ -39,27 +39,40 @@ struct Shape {
 // token (latency).
 constexpr Shape kShapes[] = {{8192, 768}, {4096, 4096}, {65536, 64}, {32, 1024}, {1, 512}};
 
+// How many (rows, d) buffers a kernel needs: of T (inputs, outputs) and of float (the residual
+// stream of the fused kernels with an f32 stream).
+struct Needs {
+  int in = 0, out = 0, f32_in = 0, f32_out = 0;
+};
+
 // The buffers of one benchmark: every (rows, d) array and every per-row / per-column vector an op
 // may need, filled once.
 template <class T>
 struct Data {
   using S = stat_t<T>;
   int64_t rows, d;
-  Buffer<T> a, b, c, e, out1, out2;  // (rows, d): inputs a, b, c, e; outputs out1, out2
+  Buffer<T> a, b, c, out1, out2;  // (rows, d): inputs a, b, c; outputs out1, out2
+  Buffer<float> fa, fb, fout;     // (rows, d) f32: inputs fa, fb; output fout
   Buffer<T> gamma, beta, dgamma, dbeta;
   Buffer<S> mean, rstd, run_mean, run_var;  // max(rows, d) each
 
-  Data(Shape s, int inputs, int outputs)
+  Data(Shape s, Needs needs)
       : rows(s.rows), d(s.d), gamma(d), beta(d), dgamma(d), dbeta(d), mean(std::max(rows, d)),
         rstd(std::max(rows, d)), run_mean(std::max(rows, d)), run_var(std::max(rows, d)) {
     const auto n = static_cast<size_t>(rows * d);
-    Buffer<T>* in[] = {&a, &b, &c, &e};
-    for (int i = 0; i < inputs; ++i) {
+    Buffer<T>* in[] = {&a, &b, &c};
+    for (int i = 0; i < needs.in; ++i) {
       *in[i] = Buffer<T>(n);
       fill_uniform(in[i]->span(), 11 + static_cast<uint64_t>(i), -2.0f, 3.0f);
     }
-    if (outputs >= 1) out1 = Buffer<T>(n);
-    if (outputs >= 2) out2 = Buffer<T>(n);
+    Buffer<float>* fin[] = {&fa, &fb};
+    for (int i = 0; i < needs.f32_in; ++i) {
+      *fin[i] = Buffer<float>(n);
+      fill_uniform(fin[i]->span(), 21 + static_cast<uint64_t>(i), -2.0f, 3.0f);
+    }
+    if (needs.out >= 1) out1 = Buffer<T>(n);
+    if (needs.out >= 2) out2 = Buffer<T>(n);
+    if (needs.f32_out >= 1) fout = Buffer<float>(n);
     fill_uniform(gamma.span(), 1, 0.5f, 1.5f);
     fill_uniform(beta.span(), 2, -0.5f, 0.5f);
     fill_uniform(mean.span(), 3, 0.4f, 0.6f);
@@ -68,6 +81,8 @@ struct Data {
   }
   View2D<T> view(const Buffer<T>& buf) const { return {buf.data(), rows, d}; }
   View2D<const T> cview(const Buffer<T>& buf) const { return {buf.data(), rows, d}; }
+  View2D<float> fview(const Buffer<float>& buf) const { return {buf.data(), rows, d}; }
+  View2D<const float> cfview(const Buffer<float>& buf) const { return {buf.data(), rows, d}; }
   std::span<S> m() const { return mean.span().first(rows); }
   std::span<S> r() const { return rstd.span().first(rows); }
 };
@@ -78,56 +93,57 @@ std::string g_slot_key;
 std::shared_ptr<void> g_slot;
 
 template <class T>
-Data<T>& data_for(const std::string& key, Shape s, int inputs, int outputs) {
+Data<T>& data_for(const std::string& key, Shape s, Needs needs) {
   if (g_slot_key != key) {
     g_slot.reset();  // free the previous benchmark's memory first
-    g_slot = std::make_shared<Data<T>>(s, inputs, outputs);
+    g_slot = std::make_shared<Data<T>>(s, needs);
     g_slot_key = key;
   }
   return *static_cast<Data<T>*>(g_slot.get());
 }
 
-// An op: its name, the (rows, d) arrays it reads and writes (for bytes/s), how many input and
-// output buffers it needs, and the call.
+// An op: its name, the bytes it must read and write per element of (rows, d) (for bytes/s), the
+// buffers it needs, and the call.
 template <class T>
 struct Kernel {
   const char* name;
-  int arrays;
-  int inputs, outputs;
+  size_t bytes_per_elem;
+  Needs needs;
   std::function<void(Data<T>&)> call;
 };
 
 template <class T>
 std::vector<Kernel<T>> kernels() {
   using K = KernelSet<T>;
+  constexpr size_t e = sizeof(T), f = sizeof(float);
   std::vector<Kernel<T>> ks;
   if constexpr (K::layer_norm_forward) {
-    ks.push_back({"layer_norm_fwd", 2, 1, 1, [](Data<T>& w) {
+    ks.push_back({"layer_norm_fwd", 2 * e, {1, 1}, [](Data<T>& w) {
                     layer_norm_forward<T>(w.view(w.out1), w.m(), w.r(), w.cview(w.a), w.gamma.cspan(),
                                           w.beta.cspan(), 1e-5);
                   }});
   }
   if constexpr (K::layer_norm_backward) {
     // dx, dgamma, dbeta from dy = b, x = a.
-    ks.push_back({"layer_norm_bwd", 3, 2, 1, [](Data<T>& w) {
+    ks.push_back({"layer_norm_bwd", 3 * e, {2, 1}, [](Data<T>& w) {
                     layer_norm_backward<T>(w.view(w.out1), w.dgamma.span(), w.dbeta.span(), w.cview(w.b),
                                            w.cview(w.a), w.m(), w.r(), w.gamma.cspan());
                   }});
   }
   if constexpr (K::rms_norm_forward) {
-    ks.push_back({"rms_norm_fwd", 2, 1, 1, [](Data<T>& w) {
+    ks.push_back({"rms_norm_fwd", 2 * e, {1, 1}, [](Data<T>& w) {
                     rms_norm_forward<T>(w.view(w.out1), w.r(), w.cview(w.a), w.gamma.cspan(), 1e-5);
                   }});
   }
   if constexpr (K::rms_norm_backward) {
-    ks.push_back({"rms_norm_bwd", 3, 2, 1, [](Data<T>& w) {
+    ks.push_back({"rms_norm_bwd", 3 * e, {2, 1}, [](Data<T>& w) {
                     rms_norm_backward<T>(w.view(w.out1), w.dgamma.span(), w.cview(w.b), w.cview(w.a), w.r(),
                                          w.gamma.cspan());
                   }});
   }
   if constexpr (K::batch_norm_forward) {
     // Training mode with running statistics (rows >= 2 only; see register_all).
-    ks.push_back({"batch_norm_fwd", 2, 1, 1, [](Data<T>& w) {
+    ks.push_back({"batch_norm_fwd", 2 * e, {1, 1}, [](Data<T>& w) {
                     const auto d = static_cast<size_t>(w.d);
                     batch_norm_forward<T>(w.view(w.out1), w.mean.span().first(d), w.rstd.span().first(d),
                                           w.run_mean.span().first(d), w.run_var.span().first(d), w.cview(w.a),
@@ -135,7 +151,7 @@ std::vector<Kernel<T>> kernels() {
                   }});
   }
   if constexpr (K::batch_norm_backward) {
-    ks.push_back({"batch_norm_bwd", 3, 2, 1, [](Data<T>& w) {
+    ks.push_back({"batch_norm_bwd", 3 * e, {2, 1}, [](Data<T>& w) {
                     const auto d = static_cast<size_t>(w.d);
                     batch_norm_backward<T>(w.view(w.out1), w.dgamma.span(), w.dbeta.span(), w.cview(w.b),
                                            w.cview(w.a), {}, w.mean.span().first(d), w.rstd.span().first(d),
@@ -155,9 +171,9 @@ std::vector<Kernel<T>> kernels() {
                             w.gamma.cspan(), kind == NormKind::layer ? w.beta.cspan() : std::span<const T>{}, o);
       };
     };
-    ks.push_back({"add_layer_norm_fwd", 4, 2, 2, fwd(NormKind::layer, 0.0)});
-    ks.push_back({"add_layer_norm_fwd_dropout0.1", 4, 2, 2, fwd(NormKind::layer, 0.1)});
-    ks.push_back({"add_rms_norm_fwd", 4, 2, 2, fwd(NormKind::rms, 0.0)});
+    ks.push_back({"add_layer_norm_fwd", 4 * e, {2, 2}, fwd(NormKind::layer, 0.0)});
+    ks.push_back({"add_layer_norm_fwd_dropout0.1", 4 * e, {2, 2}, fwd(NormKind::layer, 0.1)});
+    ks.push_back({"add_rms_norm_fwd", 4 * e, {2, 2}, fwd(NormKind::rms, 0.0)});
   }
   if constexpr (K::add_norm_backward) {
     // Pre-norm backward: reads dy = a, ds = b, s = c; writes dh, df; dgamma (and dbeta) +=.
@@ -173,9 +189,26 @@ std::vector<Kernel<T>> kernels() {
                              w.cview(w.c), mean, w.r(), w.gamma.cspan(), o);
       };
     };
-    ks.push_back({"add_layer_norm_bwd", 5, 3, 2, bwd(NormKind::layer, 0.0)});
-    ks.push_back({"add_layer_norm_bwd_dropout0.1", 5, 3, 2, bwd(NormKind::layer, 0.1)});
-    ks.push_back({"add_rms_norm_bwd", 5, 3, 2, bwd(NormKind::rms, 0.0)});
+    ks.push_back({"add_layer_norm_bwd", 5 * e, {3, 2}, bwd(NormKind::layer, 0.0)});
+    ks.push_back({"add_layer_norm_bwd_dropout0.1", 5 * e, {3, 2}, bwd(NormKind::layer, 0.1)});
+    ks.push_back({"add_rms_norm_bwd", 5 * e, {3, 2}, bwd(NormKind::rms, 0.0)});
+  }
+  if constexpr (K::add_norm_forward_f32_stream) {
+    // 16-bit data with an f32 residual stream: h = fa, s = fout (f32); f = a, y = out1 (T).
+    ks.push_back({"add_layer_norm_fwd_f32stream", 2 * f + 2 * e, {.in = 1, .out = 1, .f32_in = 1, .f32_out = 1},
+                  [](Data<T>& w) {
+                    add_norm_forward<T, float>(w.fview(w.fout), w.view(w.out1), w.m(), w.r(), w.cfview(w.fa),
+                                               w.cview(w.a), w.gamma.cspan(), w.beta.cspan(), AddNormOptions{});
+                  }});
+  }
+  if constexpr (K::add_norm_backward_f32_stream) {
+    // dy = a (T), ds = fa, s = fb (f32); dh = fout (f32), df = out1 (T).
+    ks.push_back({"add_layer_norm_bwd_f32stream", 3 * f + 2 * e, {.in = 1, .out = 1, .f32_in = 2, .f32_out = 1},
+                  [](Data<T>& w) {
+                    add_norm_backward<T, float>(w.fview(w.fout), w.view(w.out1), w.dgamma.span(), w.dbeta.span(),
+                                                w.cview(w.a), w.cfview(w.fa), w.cfview(w.fb), w.m(), w.r(),
+                                                w.gamma.cspan(), AddNormOptions{});
+                  }});
   }
   return ks;
 }
@@ -198,14 +231,13 @@ void register_type() {
         benchmark::RegisterBenchmark(name.c_str(),
                                      [k, s, t, name](benchmark::State& state) {
                                        addnorm::set_num_threads(t);
-                                       Data<T>& w = data_for<T>(name, s, k.inputs, k.outputs);
+                                       Data<T>& w = data_for<T>(name, s, k.needs);
                                        k.call(w);  // warm the caches and any thread pool
                                        for (auto _ : state) {
                                          k.call(w);
                                          benchmark::ClobberMemory();
                                        }
-                                       const auto bytes = static_cast<int64_t>(k.arrays) * s.rows * s.d *
-                                                          static_cast<int64_t>(sizeof(T));
+                                       const auto bytes = static_cast<int64_t>(k.bytes_per_elem) * s.rows * s.d;
                                        state.SetBytesProcessed(state.iterations() * bytes);
                                        state.counters["elems/s"] = benchmark::Counter(
                                            static_cast<double>(s.rows * s.d), benchmark::Counter::kIsIterationInvariantRate);

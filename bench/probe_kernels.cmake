@@ -8,6 +8,8 @@ cmake_minimum_required(VERSION 3.25)
 
 set(kKernels layer_norm_forward layer_norm_backward rms_norm_forward rms_norm_backward
              batch_norm_forward batch_norm_backward add_norm_forward add_norm_backward)
+# Fused kernels with an f32 residual stream for 16-bit data: <T, float>, as <kernel>_f32_stream.
+set(kStreamKernels add_norm_forward add_norm_backward)
 # C++ type and the name nm prints for it.
 set(kTypes "float|float" "double|double" "addnorm::bf16|addnorm::bf16" "addnorm::f16|addnorm::f16")
 
@@ -47,6 +49,16 @@ foreach(type IN LISTS kTypes)
     endif()
     string(APPEND body "  static constexpr bool ${kernel} = ${have};\n")
   endforeach()
+  foreach(kernel IN LISTS kStreamKernels)
+    set(have false)
+    if(probed AND NOT cxx STREQUAL "float" AND NOT cxx STREQUAL "double")
+      string(FIND "${symbols}" " addnorm::${kernel}<${shown}, float>(" pos)
+      if(pos GREATER -1)
+        set(have true)
+      endif()
+    endif()
+    string(APPEND body "  static constexpr bool ${kernel}_f32_stream = ${have};\n")
+  endforeach()
   string(APPEND body "};\n")
 endforeach()
 
@@ -63,6 +75,9 @@ struct KernelSet {
 ")
 foreach(kernel IN LISTS kKernels)
   string(APPEND text "  static constexpr bool ${kernel} = false;\n")
+endforeach()
+foreach(kernel IN LISTS kStreamKernels)
+  string(APPEND text "  static constexpr bool ${kernel}_f32_stream = false;\n")
 endforeach()
 string(APPEND text "};\n${body}
 inline constexpr bool kKernelsProbed = ${probed};
