@@ -1,5 +1,6 @@
 // addnorm_compare: the native half of bench/compare. Measures, in one process,
-//   - the machine's STREAM triad a[i] = b[i] + s * c[i] on large double arrays,
+//   - the machine's STREAM triad a[i] = b[i] + s * c[i] on large double arrays, with ordinary and
+//     with streaming (non-temporal) stores,
 //   - addnorm's kernels, and
 //   - oneDNN's layer_normalization (forward and backward) and batch_normalization (forward),
 // and prints one JSON object per line on stdout (progress goes to stderr). bench/compare runs it,
@@ -18,6 +19,7 @@
 //
 // Threads: for a case with t threads, addnorm::set_num_threads(t) and omp_set_num_threads(t) are
 // called before oneDNN's primitive is created (oneDNN here runs on the same OpenMP runtime).
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -223,6 +225,38 @@ void emit_skip(const Case& c, const std::string& impl, const std::string& reason
 // ---------------------------------------------------------------------------------------------
 // STREAM triad
 
+// a[i] = b[i] + s * c[i] over [0, n), n a multiple of 8, a 64-byte aligned: with streaming
+// (non-temporal) stores where the compiler targets SSE2/AVX/AVX-512, which skip the read-for-
+// ownership of a's cache lines. Returns false when no streaming store is available.
+bool triad_streaming(double* a, const double* b, const double* c, double s, int64_t n, int t) {
+#if defined(__AVX512F__)
+  constexpr int64_t w = 8;
+#elif defined(__AVX__)
+  constexpr int64_t w = 4;
+#elif defined(__SSE2__)
+  constexpr int64_t w = 2;
+#else
+  (void)a, (void)b, (void)c, (void)s, (void)n, (void)t;
+  return false;
+#endif
+#if defined(__SSE2__)
+#pragma omp parallel for schedule(static) num_threads(t)
+  for (int64_t i = 0; i < n; i += w) {
+#if defined(__AVX512F__)
+    _mm512_stream_pd(a + i, _mm512_add_pd(_mm512_load_pd(b + i), _mm512_mul_pd(_mm512_set1_pd(s), _mm512_load_pd(c + i))));
+#elif defined(__AVX__)
+    _mm256_stream_pd(a + i, _mm256_add_pd(_mm256_load_pd(b + i), _mm256_mul_pd(_mm256_set1_pd(s), _mm256_load_pd(c + i))));
+#else
+    _mm_stream_pd(a + i, _mm_add_pd(_mm_load_pd(b + i), _mm_mul_pd(_mm_set1_pd(s), _mm_load_pd(c + i))));
+#endif
+  }
+  _mm_sfence();
+  return true;
+#endif
+}
+
+// The triad twice: with ordinary stores (STREAM's C code as compiled here) and with streaming
+// stores; bench/compare takes the faster as the machine's bandwidth.
 void run_triad(const Args& args) {
   const auto n = static_cast<int64_t>(args.triad_mib * (int64_t{1} << 20) / static_cast<int64_t>(sizeof(double)));
   Buffer<double> a(static_cast<size_t>(n)), b(static_cast<size_t>(n)), c(static_cast<size_t>(n));
@@ -232,26 +266,33 @@ void run_triad(const Args& args) {
   const double s = 3.0;
   for (const int t : args.threads) {
 #pragma omp parallel for schedule(static) num_threads(t)
-    for (int64_t i = 0; i < n; ++i) {
-      a.data()[i] = 0.0;
+    for (int64_t i = 0; i < n; ++i) {  // first touch by the threads that will use the pages
+      pa[i] = 0.0;
       b.data()[i] = 1.0;
       c.data()[i] = 2.0;
     }
-    auto triad = [&] {
+    auto regular = [&] {
 #pragma omp parallel for schedule(static) num_threads(t)
       for (int64_t i = 0; i < n; ++i) pa[i] = pb[i] + s * pc[i];
     };
-    // Each pass moves 3 * n * 8 bytes (>= 384 MiB by default, well past the 32 MiB L3); best of
-    // several passes, as STREAM reports.
-    const Timing tm = measure(triad, args.min_time, std::max(args.reps, 10));
-    const double bytes = 3.0 * static_cast<double>(n) * sizeof(double);
-    std::cout << "{\"kind\": \"triad\", \"op\": \"triad\", \"dtype\": \"f64\", \"rows\": 1, \"d\": " << n
-              << ", \"threads\": " << t << ", \"impl\": \"triad\", \"seconds\": " << json_num(tm.best)
-              << ", \"median_seconds\": " << json_num(tm.median) << ", \"calls_per_batch\": " << tm.calls
-              << ", \"batches\": " << tm.batches << ", \"bytes\": " << json_num(bytes)
-              << ", \"gbps\": " << json_num(bytes / tm.best / 1e9) << ", \"max_err\": null, \"note\": \"\"}"
-              << std::endl;
-    std::cerr << "  triad t" << t << ": " << bytes / tm.best / 1e9 << " GB/s\n";
+    auto streaming = [&] { triad_streaming(pa, pb, pc, s, n, t); };
+    const bool have_streaming = triad_streaming(pa, pb, pc, s, 8, 1);
+    for (const bool nt : {false, true}) {
+      if (nt && !have_streaming) continue;
+      // Each pass moves 3 * n * 8 bytes (384 MiB by default, well past the 32 MiB L3); best of
+      // >= 10 passes, as STREAM reports.
+      const Timing tm = measure(nt ? std::function<void()>(streaming) : std::function<void()>(regular), args.min_time,
+                                std::max(args.reps, 10));
+      const double bytes = 3.0 * static_cast<double>(n) * sizeof(double);
+      std::cout << "{\"kind\": \"triad\", \"op\": \"triad\", \"dtype\": \"f64\", \"rows\": 1, \"d\": " << n
+                << ", \"threads\": " << t << ", \"impl\": \"triad\", \"variant\": \"" << (nt ? "streaming" : "regular")
+                << "\", \"seconds\": " << json_num(tm.best) << ", \"median_seconds\": " << json_num(tm.median)
+                << ", \"calls_per_batch\": " << tm.calls << ", \"batches\": " << tm.batches
+                << ", \"bytes\": " << json_num(bytes) << ", \"gbps\": " << json_num(bytes / tm.best / 1e9)
+                << ", \"max_err\": null, \"note\": \"\"}" << std::endl;
+      std::cerr << "  triad (" << (nt ? "streaming" : "regular") << " stores) t" << t << ": "
+                << bytes / tm.best / 1e9 << " GB/s\n";
+    }
   }
 }
 
