@@ -288,11 +288,13 @@ Array read_npy(const std::string& path) {
 
 std::vector<std::byte> encode_npy(std::span<const double> values, std::span<const int64_t> shape, DType dtype) {
   constexpr const char* fn = "write_npy";
-  int64_t count = 1;
+  for (int64_t d : shape) require(d >= 0, fn, "negative dimension in shape ", shape_text(shape));
+  // As when reading: a shape with a 0 holds no values, however large its other dimensions.
+  const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  int64_t count = empty ? 0 : 1;
   for (int64_t d : shape) {
-    require(d >= 0, fn, "negative dimension in shape ", shape_text(shape));
-    require(d == 0 || count <= std::numeric_limits<int64_t>::max() / d, fn, "shape ", shape_text(shape),
-            " is too large");
+    if (empty) break;
+    require(count <= std::numeric_limits<int64_t>::max() / d, fn, "shape ", shape_text(shape), " is too large");
     count *= d;
   }
   require(count == static_cast<int64_t>(values.size()), fn, "shape ", shape_text(shape), " holds ", count,
