@@ -1,6 +1,7 @@
 // Multi-head attention forward and backward. See include/addnorm/nn/attention.hpp.
 #include "addnorm/nn/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -10,6 +11,7 @@
 #include "addnorm/nn/init.hpp"
 #include "addnorm/nn/softmax.hpp"
 #include "buffer.hpp"
+#include "../norm/simd/row_ops.hpp"
 
 namespace addnorm::nn {
 
@@ -66,8 +68,8 @@ void MultiHeadAttention<T>::forward(View2D<T> y, View2D<const T> xq, View2D<cons
   T* pd = dropout.active() ? sized(pd_, batch * H * tt) : p;
   View2D<T> ctx = sized_view(ctx_, batch * tq, d);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
-  const T dscale = static_cast<T>(dropout.scale());
   const uint64_t threshold = dropout.threshold();
+  const auto& ops = detail::row_ops<T>();
   const int nt = threads_for(batch * H * tt * dh, int64_t{1} << 16);
 
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
@@ -81,19 +83,20 @@ void MultiHeadAttention<T>::forward(View2D<T> y, View2D<const T> xq, View2D<cons
     gemm<T>(false, true, tq, tk, dh, scale, qbh, d, kbh, d, T(0), pbh, tk);
     for (int64_t i = 0; i < tq; ++i) {
       T* row = pbh + i * tk;
-      for (int64_t j = 0; j < tk; ++j) {
-        const bool masked = (causal && j > i + tk - tq) ||
-                            (!key_valid.empty() && key_valid[static_cast<size_t>(b * tk + j)] == 0);
-        if (masked) row[j] = -std::numeric_limits<T>::infinity();
+      // Causal: key j is visible from query i when j <= i + tk - tq; the rest get probability 0.
+      const int64_t visible = causal ? std::clamp<int64_t>(i + tk - tq + 1, 0, tk) : tk;
+      if (!key_valid.empty()) {
+        const uint8_t* kv = key_valid.data() + b * tk;
+        for (int64_t j = 0; j < visible; ++j)
+          if (kv[j] == 0) row[j] = -std::numeric_limits<T>::infinity();
       }
-      softmax_row_inplace(row, tk);
+      softmax_row_inplace(row, visible);
+      for (int64_t j = visible; j < tk; ++j) row[j] = T(0);
     }
     T* pdbh = pd + bh * tt;
-    if (dropout.active()) {
-      const uint64_t base = dropout.offset + static_cast<uint64_t>(bh * tt);
-      for (int64_t e = 0; e < tt; ++e)
-        pdbh[e] = philox_bits(dropout.seed, base + static_cast<uint64_t>(e)) >= threshold ? pbh[e] * dscale : T(0);
-    }
+    if (dropout.active())
+      ops.dropout_row(pdbh, pbh, dropout.seed, dropout.offset + static_cast<uint64_t>(bh * tt), threshold,
+                      dropout.scale(), tt);
     // O = Pd V
     gemm<T>(false, false, tq, dh, tk, T(1), pdbh, tk, vbh, d, T(0), ctx.data() + b * tq * d + h * dh, d);
   }
@@ -126,9 +129,9 @@ void MultiHeadAttention<T>::backward(View2D<T> dxq, View2D<T> dxkv, View2D<const
   T* dp = sized(dp_, batch * H * tt);
   out_proj.backward(dctx, dy, cview(ctx_, batch * tq, d));
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
-  const T dscale = static_cast<T>(dropout_.scale());
   const uint64_t threshold = dropout_.threshold();
   const DropoutSpec drop = dropout_;
+  const auto& ops = detail::row_ops<T>();
   const int nt = threads_for(batch * H * tt * dh, int64_t{1} << 16);
 
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
@@ -142,11 +145,9 @@ void MultiHeadAttention<T>::backward(View2D<T> dxq, View2D<T> dxkv, View2D<const
     // dPd = dO V^T;  dV = Pd^T dO
     gemm<T>(false, true, tq, tk, dh, T(1), dobh, d, v_.data() + koff, d, T(0), dpbh, tk);
     gemm<T>(true, false, tk, dh, tq, T(1), pdbh, tk, dobh, d, T(0), dv.data() + koff, d);
-    if (drop.active()) {
-      const uint64_t base = drop.offset + static_cast<uint64_t>(bh * tt);
-      for (int64_t e = 0; e < tt; ++e)
-        dpbh[e] = philox_bits(drop.seed, base + static_cast<uint64_t>(e)) >= threshold ? dpbh[e] * dscale : T(0);
-    }
+    if (drop.active())
+      ops.dropout_row(dpbh, dpbh, drop.seed, drop.offset + static_cast<uint64_t>(bh * tt), threshold, drop.scale(),
+                      tt);
     for (int64_t i = 0; i < tq; ++i) softmax_row_backward_inplace(dpbh + i * tk, pbh + i * tk, tk);
     // dQ = dS K / sqrt(dh);  dK = dS^T Q / sqrt(dh)
     gemm<T>(false, false, tq, dh, tk, scale, dpbh, tk, k_.data() + koff, d, T(0), dq.data() + qoff, d);

@@ -1,7 +1,9 @@
 // Counter-based dropout. See include/addnorm/nn/dropout.hpp.
 #include "addnorm/nn/dropout.hpp"
 
+#include "../norm/simd/row_ops.hpp"
 #include "addnorm/core/error.hpp"
+#include "addnorm/core/parallel.hpp"
 
 namespace addnorm::nn {
 namespace {
@@ -12,7 +14,8 @@ void check(View2D<T> out, View2D<U> in, const DropoutSpec& spec, const char* fn)
           " but input is ", in.rows(), " x ", in.cols());
 }
 
-// out = in * keep * scale over the call (also the backward: the same mask, the same scale).
+// out = in * keep * scale over the call (also the backward: the same mask, the same scale), row by
+// row in the SIMD kernels (Philox in vector lanes), rows spread over threads.
 template <class T>
 void apply(View2D<T> out, View2D<const T> in, const DropoutSpec& spec) {
   const int64_t rows = in.rows(), cols = in.cols();
@@ -22,13 +25,13 @@ void apply(View2D<T> out, View2D<const T> in, const DropoutSpec& spec) {
         for (int64_t c = 0; c < cols; ++c) out(r, c) = in(r, c);
     return;
   }
-  const T scale = static_cast<T>(spec.scale());
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = in.row(r);
-    T* yr = out.row(r);
-    const auto base = static_cast<uint64_t>(r * cols);
-    for (int64_t c = 0; c < cols; ++c) yr[c] = spec.keep(base + static_cast<uint64_t>(c)) ? xr[c] * scale : T(0);
-  }
+  const auto& ops = detail::row_ops<T>();
+  const uint64_t threshold = spec.threshold();
+  const double scale = spec.scale();
+  parallel_for(rows, threads_for(rows * cols, int64_t{1} << 15), [&](int64_t r) {
+    ops.dropout_row(out.row(r), in.row(r), spec.seed, spec.offset + static_cast<uint64_t>(r * cols), threshold, scale,
+                    cols);
+  });
 }
 }  // namespace
 

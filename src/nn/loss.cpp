@@ -7,6 +7,7 @@
 #include "addnorm/core/error.hpp"
 #include "addnorm/core/parallel.hpp"
 #include "buffer.hpp"
+#include "../norm/simd/row_ops.hpp"
 
 namespace addnorm::nn {
 
@@ -36,16 +37,12 @@ double CrossEntropy<T>::forward(View2D<const T> logits, std::span<const int64_t>
   S* lse = sized(lse_, rows);
   double* row_loss = sized(row_loss_, rows);  // (rows), summed in order below (deterministic)
   const double eps = config_.label_smoothing;
+  const auto& ops = detail::row_ops<T>();
   parallel_for(rows, threads_for(rows * vocab, int64_t{1} << 15), [&](int64_t r) {
       row_loss[r] = 0;
       const T* z = logits.row(r);
-      S m = -std::numeric_limits<S>::infinity();
-      for (int64_t j = 0; j < vocab; ++j) m = std::max(m, static_cast<S>(z[j]));
-      S sum = 0, zsum = 0;
-      for (int64_t j = 0; j < vocab; ++j) {
-        sum += std::exp(static_cast<S>(z[j]) - m);
-        zsum += static_cast<S>(z[j]);
-      }
+      S m, sum, zsum;
+      ops.logsumexp_row(z, vocab, &m, &sum, &zsum);
       lse[r] = m + std::log(sum);
       const int64_t y = targets_[static_cast<size_t>(r)];
       if (y == config_.ignore_index) return;
@@ -77,6 +74,7 @@ void CrossEntropy<T>::backward(View2D<T> dlogits, View2D<const T> logits, double
   const S scale = counted_ == 0 ? S(0) : static_cast<S>(dloss / static_cast<double>(counted_));
   const S off = static_cast<S>(eps / static_cast<double>(vocab));  // eps / V
   const S hit = static_cast<S>(1.0 - eps);                          // 1 - eps
+  const auto& ops = detail::row_ops<T>();
   parallel_for(rows_, threads_for(rows_ * vocab, int64_t{1} << 15), [&](int64_t r) {
       const T* z = logits.row(r);
       T* dz = dlogits.row(r);
@@ -85,8 +83,7 @@ void CrossEntropy<T>::backward(View2D<T> dlogits, View2D<const T> logits, double
         for (int64_t j = 0; j < vocab; ++j) dz[j] = T(0);
         return;
       }
-      const S l = lse_[static_cast<size_t>(r)];
-      for (int64_t j = 0; j < vocab; ++j) dz[j] = static_cast<T>(scale * (std::exp(static_cast<S>(z[j]) - l) - off));
+      ops.softmax_xent_grad_row(dz, z, lse_[static_cast<size_t>(r)], scale, off, vocab);
       dz[y] = static_cast<T>(static_cast<S>(dz[y]) - scale * hit);
   });
 }

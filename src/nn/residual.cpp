@@ -110,6 +110,12 @@ void AddNorm<T>::output(View2D<T> out, View2D<const T> x, View2D<const T> f, std
     g = gv;
   }
   View2D<T> s = norm_after() ? sized_view(s_, rows, d_) : out;
+  if (config_.residual && config_.alpha == 1.0 && p != Placement::rezero) {
+    // s = x + Dropout(g) in one pass (the fused kernel with a = 1: the same bits as the loop below).
+    rezero_forward<T>(s, x, g, 1.0, dropout);
+    if (norm_after()) norm.forward(out, View2D<const T>(s), row_valid, training);
+    return;
+  }
   dropout_forward<T>(s, g, dropout);
   const T a = p == Placement::rezero ? rezero.value[0] : T(1);
   const auto alpha = static_cast<T>(config_.alpha);
@@ -177,6 +183,8 @@ void AddNorm<T>::backward_output(View2D<T> dx, View2D<T> df, View2D<const T> dou
       }
     rezero.grad[0] += static_cast<T>(da);
     dropout_backward<T>(dg, View2D<const T>(dg), dropout_);
+  } else if (p != Placement::sandwich) {
+    return dropout_backward<T>(df, ds, dropout_);  // df = Dropout'(ds)
   } else {
     dropout_backward<T>(dg, ds, dropout_);
   }

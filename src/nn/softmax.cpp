@@ -1,43 +1,17 @@
 // Stable softmax. See include/addnorm/nn/softmax.hpp.
 #include "addnorm/nn/softmax.hpp"
 
-#include <cmath>
-#include <limits>
-
 #include "addnorm/core/error.hpp"
 #include "addnorm/norm/types.hpp"
+#include "../norm/simd/row_ops.hpp"
 
 namespace addnorm::nn {
 
+// The row kernel of the current SIMD target (src/norm/simd/math_kernels.inc): a vectorized exp for
+// float, std::exp for double; NaN, all -inf and +inf rows handled as documented in the header.
 template <class T>
 void softmax_row_inplace(T* row, int64_t n) {
-  using C = compute_t<T>;
-  C m = -std::numeric_limits<C>::infinity();
-  bool nan = false;
-  for (int64_t j = 0; j < n; ++j) {
-    const C v = static_cast<C>(row[j]);
-    nan = nan || std::isnan(v);
-    m = v > m ? v : m;
-  }
-  if (nan) {
-    for (int64_t j = 0; j < n; ++j) row[j] = std::numeric_limits<T>::quiet_NaN();
-    return;
-  }
-  if (m == -std::numeric_limits<C>::infinity()) {  // every entry masked
-    for (int64_t j = 0; j < n; ++j) row[j] = T(0);
-    return;
-  }
-  // m = +inf: the +inf entries share the mass (inf - inf is NaN, handled explicitly).
-  const bool inf = m == std::numeric_limits<C>::infinity();
-  C sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    const C v = static_cast<C>(row[j]);
-    const C e = inf ? (v == m ? C(1) : C(0)) : std::exp(v - m);
-    row[j] = static_cast<T>(e);
-    sum += e;
-  }
-  const C inv = C(1) / sum;  // sum >= 1: the maximum contributes exp(0) = 1
-  for (int64_t j = 0; j < n; ++j) row[j] = static_cast<T>(static_cast<C>(row[j]) * inv);
+  detail::row_ops<T>().softmax_row(row, n);
 }
 
 template <class T>

@@ -43,6 +43,11 @@ struct RowOps {
   void (*dropout_keep)(C* keep, uint64_t seed, uint64_t start, uint64_t threshold, double scale, int64_t n,
                        uint32_t* bits, uint32_t* scratch);
   void (*philox_fill)(uint32_t* bits, uint64_t seed, uint64_t start, int64_t n, uint32_t* scratch);
+  // For the transformer layers (math_kernels.inc), in the compute type:
+  void (*softmax_row)(C* row, int64_t n);
+  void (*dropout_row)(C* y, const C* x, uint64_t seed, uint64_t start, uint64_t threshold, double scale, int64_t n);
+  void (*logsumexp_row)(const C* z, int64_t n, C* max, C* sumexp, C* sum);
+  void (*softmax_xent_grad_row)(C* dz, const C* z, C lse, C scale, C off, int64_t n);
 };
 
 // The table of the current target.
