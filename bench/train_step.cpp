@@ -11,7 +11,6 @@
 //                           [--layers L] [--vocab V] [--models encoder,decoder]
 #include <algorithm>
 #include <chrono>
-#include <omp.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -108,7 +107,6 @@ int main(int argc, char** argv) {
   }
   try {
     addnorm::set_num_threads(o.threads);
-    omp_set_num_threads(o.threads);  // oneDNN's GEMM threads too
     for (const char* which : {"encoder", "decoder"}) {
       if (o.models.find(which) == std::string::npos) continue;
       double loss = 0;

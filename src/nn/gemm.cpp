@@ -72,8 +72,14 @@ void gemm<float>(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
   check_args(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc);
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_c(m, n, beta, c, ldc);
+  // oneDNN's GEMM runs on omp_get_max_threads() threads; make that addnorm::num_threads() for the
+  // call (set_num_threads governs every kernel), and restore the caller's setting after it.
+  const int want = num_threads(), had = omp_get_max_threads();
+  const bool set = !omp_in_parallel() && want != had;  // inside a parallel region oneDNN runs on one thread
+  if (set) omp_set_num_threads(want);
   const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
                                       beta, c, ldc);
+  if (set) omp_set_num_threads(had);
   require(st == dnnl_success, kFn, "dnnl_sgemm failed with status ", static_cast<int>(st), " (m = ", m,
           ", n = ", n, ", k = ", k, ")");
 }
