@@ -11,6 +11,7 @@
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
 #include "param_grads.hpp"
+#include "row_blocks.hpp"
 #include "simd/row_ops.hpp"
 #include "workspace.hpp"
 
@@ -81,12 +82,13 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
       return ops.add_norm_forward_row_f32;
   }();
 
-  parallel_for(rows, nt, [&](int64_t r) {
+  detail::for_row_blocks(rows, nt, stream, [&](int64_t r, bool has_next) {
     DropoutRow<C> drop(d);
     R* t = detail::scratch<R, 4>(static_cast<size_t>(d));
     const C* keep = drop.fill(ops, options.dropout, r, d);
+    const auto next = has_next ? detail::NextRows::of(h.row(r + 1), f.row(r + 1)) : detail::NextRows{};
     const detail::RowMeanRstd st =
-        forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b, d, options.eps, layer, stream, t);
+        forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b, d, options.eps, layer, stream, t, &next);
     if (!mean.empty()) mean[r] = static_cast<S>(st.mean);
     if (!rstd.empty()) rstd[r] = static_cast<S>(st.rstd);
   });
@@ -154,13 +156,18 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
     S* pdg = partials.dgamma(k);
     S* pdb = partials.dbeta(k);
     for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) {
+      // The next row's inputs are prefetched while the norm's dx pass runs (large inputs only).
+      const bool has_next = stream && r + 1 < rows;
+      const auto next = has_next ? detail::NextRows::of(dy.row(r + 1), s.row(r + 1), has_ds ? ds.row(r + 1) : nullptr)
+                                 : detail::NextRows{};
       if (layer)
-        ln_backward_c(t, pdg, pdb, dy.row(r), s.row(r), mean[r], rstd[r], gm, d, false);
+        ln_backward_c(t, pdg, pdb, dy.row(r), s.row(r), mean[r], rstd[r], gm, d, false, &next);
       else
-        rms_backward_c(t, pdg, dy.row(r), s.row(r), rstd[r], gm, d, false);
+        rms_backward_c(t, pdg, dy.row(r), s.row(r), rstd[r], gm, d, false, &next);
       const C* keep = drop.fill(ops, options.dropout, r, d);
-      finish(dh.row(r), df.row(r), t, has_ds ? ds.row(r) : nullptr, keep, alpha, d, stream);
+      finish(dh.row(r), df.row(r), t, has_ds ? ds.row(r) : nullptr, keep, alpha, d, stream, nullptr);
     }
+    if (stream) detail::store_fence();
   });
   partials.reduce_into(dgamma, dbeta, nt);
 }

@@ -7,6 +7,7 @@
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
 #include "param_grads.hpp"
+#include "row_blocks.hpp"
 #include "simd/row_ops.hpp"
 
 namespace addnorm {
@@ -33,8 +34,9 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();
 
-  parallel_for(rows, nt, [&](int64_t r) {
-    const detail::RowMeanRstd st = ops.ln_forward(y.row(r), x.row(r), g, b, d, eps, stream);
+  detail::for_row_blocks(rows, nt, stream, [&](int64_t r, bool has_next) {
+    const auto next = detail::NextRows::of(has_next ? x.row(r + 1) : nullptr);
+    const detail::RowMeanRstd st = ops.ln_forward(y.row(r), x.row(r), g, b, d, eps, stream, &next);
     if (!mean.empty()) mean[r] = static_cast<stat_t<T>>(st.mean);
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(st.rstd);
   });
@@ -68,11 +70,10 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();
 
-  parallel_for(chunks.count, nt, [&](int64_t k) {
-    S* pdg = partials.dgamma(k);
-    S* pdb = partials.dbeta(k);
-    for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r)
-      ops.ln_backward(dx.row(r), pdg, pdb, dy.row(r), x.row(r), mean[r], rstd[r], gm, d, stream);
+  detail::for_chunk_rows(chunks, nt, stream, [&](int64_t k, int64_t r, bool has_next) {
+    const auto next = has_next ? detail::NextRows::of(x.row(r + 1), dy.row(r + 1)) : detail::NextRows{};
+    ops.ln_backward(dx.row(r), partials.dgamma(k), partials.dbeta(k), dy.row(r), x.row(r), mean[r], rstd[r], gm, d,
+                    stream, &next);
   });
   partials.reduce_into(dgamma, dbeta, nt);
 }

@@ -6,6 +6,7 @@
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
 #include "param_grads.hpp"
+#include "row_blocks.hpp"
 #include "simd/row_ops.hpp"
 
 namespace addnorm {
@@ -28,8 +29,9 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();
 
-  parallel_for(rows, nt, [&](int64_t r) {
-    const double rs = ops.rms_forward(y.row(r), x.row(r), g, d, eps, stream);
+  detail::for_row_blocks(rows, nt, stream, [&](int64_t r, bool has_next) {
+    const auto next = detail::NextRows::of(has_next ? x.row(r + 1) : nullptr);
+    const double rs = ops.rms_forward(y.row(r), x.row(r), g, d, eps, stream, &next);
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(rs);
   });
 }
@@ -59,10 +61,9 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();
 
-  parallel_for(chunks.count, nt, [&](int64_t k) {
-    S* pdg = partials.dgamma(k);
-    for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r)
-      ops.rms_backward(dx.row(r), pdg, dy.row(r), x.row(r), rstd[r], gm, d, stream);
+  detail::for_chunk_rows(chunks, nt, stream, [&](int64_t k, int64_t r, bool has_next) {
+    const auto next = has_next ? detail::NextRows::of(x.row(r + 1), dy.row(r + 1)) : detail::NextRows{};
+    ops.rms_backward(dx.row(r), partials.dgamma(k), dy.row(r), x.row(r), rstd[r], gm, d, stream, &next);
   });
   partials.reduce_into(dgamma, std::span<T>{}, nt);
 }

@@ -244,6 +244,44 @@ TEST_P(Dispatch, StreamingStoresF32) {
   check_case<float>(1100, 2048, 5, 3, 1.0);
 }
 TEST_P(Dispatch, StreamingStoresBF16) { check_case<bf16>(2200, 2048, 0, 1, 1.0); }
+// Rows of 1-4 KiB stream too (300 f32 = 1200 bytes; 9000 rows = 10.8 MB), next to unstreamed rows
+// of 800 bytes.
+TEST_P(Dispatch, StreamingStoresShortRows) {
+  check_case<float>(9000, 300, 0, 0, 1.0);
+  check_case<float>(9000, 300, 1, 2, 1.0);
+  check_case<float>(11000, 200, 0, 0, 1.0);
+}
+
+// The f32 statistics take the row's first 16 elements as the shift; rows whose head is far from
+// their mean (against the spread) are redone with the mean as the shift. Each row here has such a
+// head (1e3 + noise, then a long tail of noise around -2), and a few ratios mean / std.
+template <class T>
+void check_far_head(int64_t d, double tail_mean) {
+  SCOPED_TRACE(std::string(name<T>()) + " target " + addnorm::simd_target() + " d " + std::to_string(d) +
+               " tail mean " + std::to_string(tail_mean));
+  const int64_t rows = 4;
+  Mat<T> x(rows, d, d, 0, 11, tail_mean, 1.0), y(rows, d, d, 0, 12, 0, 1);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < 16; ++c) x.buf[static_cast<size_t>(r * d + c)] = static_cast<T>(1e3 + static_cast<double>(c));
+  const auto gamma = params<T>(d, 5, 1.0), beta = params<T>(d, 6, 0.0);
+  std::vector<addnorm::stat_t<T>> mean_s(rows), rstd_s(rows);
+  addnorm::layer_norm_forward<T>(y.view(), mean_s, rstd_s, x.cview(), gamma, beta, 1e-5);
+  const auto f = addnorm::ref::layer_norm_forward<T>(x.cview(), gamma, beta, 1e-5);
+  EXPECT_TRUE(close(y, f.y, "far-head y"));
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto i = static_cast<size_t>(r);
+    EXPECT_NEAR(static_cast<double>(mean_s[i]), f.mean[i], 4 * tol<T>() * std::max(1.0, std::abs(f.mean[i])));
+    EXPECT_NEAR(static_cast<double>(rstd_s[i]), f.rstd[i], 4 * tol<T>() * f.rstd[i]);
+  }
+}
+
+TEST_P(Dispatch, StatisticsWithAFarHead) {
+  for (int64_t d : {4096, 1000, 100})
+    for (double tail : {-2.0, 0.0, 5e2}) {
+      check_far_head<float>(d, tail);
+      check_far_head<bf16>(d, tail);
+    }
+}
 
 INSTANTIATE_TEST_SUITE_P(SupportedTargets, Dispatch, ::testing::ValuesIn(addnorm::supported_simd_targets()),
                          [](const auto& p) { return p.param; });

@@ -16,30 +16,55 @@ struct RowMeanRstd {
   double rstd;
 };
 
+// The next row's inputs, which a row kernel prefetches into L2 while it writes the current row's
+// output (its last pass, when the current row is already in cache and the memory would otherwise
+// idle). Up to three arrays; element i of array k is at p[k] + i * elem[k]. Null: nothing to fetch.
+struct NextRows {
+  const char* p[3] = {nullptr, nullptr, nullptr};
+  int64_t elem[3] = {0, 0, 0};
+  template <class A, class B = char, class D = char>
+  static NextRows of(const A* a, const B* b = nullptr, const D* c = nullptr) {
+    NextRows n;
+    n.p[0] = reinterpret_cast<const char*>(a);
+    n.p[1] = reinterpret_cast<const char*>(b);
+    n.p[2] = reinterpret_cast<const char*>(c);
+    n.elem[0] = sizeof(A);
+    n.elem[1] = sizeof(B);
+    n.elem[2] = sizeof(D);
+    return n;
+  }
+};
+
 template <class T>
 struct RowOps {
   using C = compute_t<T>;
   using S = stat_t<T>;
-  RowMeanRstd (*ln_forward)(T* y, const T* x, const T* g, const T* b, int64_t d, double eps, bool stream);
-  double (*rms_forward)(T* y, const T* x, const T* g, int64_t d, double eps, bool stream);
+  RowMeanRstd (*ln_forward)(T* y, const T* x, const T* g, const T* b, int64_t d, double eps, bool stream,
+                            const NextRows* next);
+  double (*rms_forward)(T* y, const T* x, const T* g, int64_t d, double eps, bool stream, const NextRows* next);
   void (*ln_backward)(T* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
-                      bool stream);
-  void (*rms_backward)(T* dx, S* pdg, const T* dy, const T* x, S rstd, const T* g, int64_t d, bool stream);
+                      bool stream, const NextRows* next);
+  void (*rms_backward)(T* dx, S* pdg, const T* dy, const T* x, S rstd, const T* g, int64_t d, bool stream,
+                       const NextRows* next);
   void (*ln_backward_c)(C* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
-                        bool stream);
-  void (*rms_backward_c)(C* dx, S* pdg, const T* dy, const T* x, S rstd, const T* g, int64_t d, bool stream);
+                        bool stream, const NextRows* next);
+  void (*rms_backward_c)(C* dx, S* pdg, const T* dy, const T* x, S rstd, const T* g, int64_t d, bool stream,
+                         const NextRows* next);
   RowMeanRstd (*add_norm_forward_row)(T* s, T* y, const T* h, const T* f, const C* keep, C alpha, const T* g,
-                                      const T* b, int64_t d, double eps, bool layer, bool stream, T* t);
-  void (*add_norm_backward_finish)(T* dh, T* df, C* t, const T* ds, const C* keep, C alpha, int64_t d, bool stream);
+                                      const T* b, int64_t d, double eps, bool layer, bool stream, T* t,
+                                      const NextRows* next);
+  void (*add_norm_backward_finish)(T* dh, T* df, C* t, const T* ds, const C* keep, C alpha, int64_t d, bool stream,
+                                   const NextRows* next);
   // The same with the residual stream (s, h, dh, ds) kept in f32 (for bf16/f16 data).
   RowMeanRstd (*add_norm_forward_row_f32)(float* s, T* y, const float* h, const T* f, const C* keep, C alpha,
                                           const T* g, const T* b, int64_t d, double eps, bool layer, bool stream,
-                                          float* t);
+                                          float* t, const NextRows* next);
   void (*add_norm_backward_finish_f32)(float* dh, T* df, C* t, const float* ds, const C* keep, C alpha, int64_t d,
-                                       bool stream);
+                                       bool stream, const NextRows* next);
   void (*ln_backward_c_f32)(C* dx, S* pdg, S* pdb, const T* dy, const float* x, S mean, S rstd, const T* g, int64_t d,
-                            bool stream);
-  void (*rms_backward_c_f32)(C* dx, S* pdg, const T* dy, const float* x, S rstd, const T* g, int64_t d, bool stream);
+                            bool stream, const NextRows* next);
+  void (*rms_backward_c_f32)(C* dx, S* pdg, const T* dy, const float* x, S rstd, const T* g, int64_t d, bool stream,
+                             const NextRows* next);
   void (*dropout_keep)(C* keep, uint64_t seed, uint64_t start, uint64_t threshold, double scale, int64_t n,
                        uint32_t* bits, uint32_t* scratch);
   void (*philox_fill)(uint32_t* bits, uint64_t seed, uint64_t start, int64_t n, uint32_t* scratch);
@@ -70,7 +95,12 @@ ADDNORM_DECLARE_TARGET(generic)
 #undef ADDNORM_DECLARE_TARGET
 
 // Outputs larger than this many bytes are written with streaming stores (they would not stay in
-// cache anyway, and skipping the read-for-ownership saves a third of the memory traffic).
+// cache anyway, and skipping the read-for-ownership saves a third of the memory traffic). The row
+// kernels do not fence their streaming stores: each thread's loop over rows ends with
+// store_fence() (a fence per row cost up to a quarter of the bandwidth with 2 threads).
 inline constexpr int64_t kStreamBytes = int64_t{8} << 20;
+
+// Orders this thread's streaming stores before anything it does next (sfence; SSE, every x86-64).
+inline void store_fence() { __builtin_ia32_sfence(); }
 
 }  // namespace addnorm::detail

@@ -1,0 +1,36 @@
+// The row loop of the norm kernels: each thread takes one contiguous block of rows (OpenMP's static
+// schedule), prefetches the next row's inputs while it writes the current one (only for inputs too
+// large for the caches, where the memory would otherwise idle during a row's last pass), and fences
+// its streaming stores once at the end of its block.
+#pragma once
+
+#include <cstdint>
+
+#include "addnorm/core/parallel.hpp"
+#include "simd/row_ops.hpp"
+
+namespace addnorm::detail {
+
+// f(r, has_next) for 0 <= r < rows on `threads` threads; has_next: row r + 1 exists and is worth
+// prefetching (large inputs only).
+template <class F>
+void for_row_blocks(int64_t rows, int threads, bool large, F&& f) {
+  const int64_t nt = threads < 1 ? 1 : threads;
+  parallel_for(nt, static_cast<int>(nt), [&](int64_t t) {
+    const int64_t begin = rows * t / nt, end = rows * (t + 1) / nt;
+    for (int64_t r = begin; r < end; ++r) f(r, large && r + 1 < rows);
+    if (large) store_fence();
+  });
+}
+
+// The same over fixed chunks of rows (RowChunks, for deterministic parameter gradients):
+// f(k, r, has_next) for every row r of chunk k; one fence per chunk.
+template <class Chunks, class F>
+void for_chunk_rows(const Chunks& chunks, int threads, bool large, F&& f) {
+  parallel_for(chunks.count, threads, [&](int64_t k) {
+    for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) f(k, r, large && r + 1 < chunks.rows);
+    if (large) store_fence();
+  });
+}
+
+}  // namespace addnorm::detail
