@@ -86,7 +86,9 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
     DropoutRow<C> drop(d);
     R* t = detail::scratch<R, 4>(static_cast<size_t>(d));
     const C* keep = drop.fill(ops, options.dropout, r, d);
-    const auto next = has_next ? detail::NextRows::of(h.row(r + 1), f.row(r + 1)) : detail::NextRows{};
+    const auto next = has_next
+                          ? detail::NextRows::of(h.row(r + 1), f.row(r + 1)).then(r + 2 < rows, h.stride(), f.stride())
+                          : detail::NextRows{};
     const detail::RowMeanRstd st =
         forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b, d, options.eps, layer, stream, t, &next);
     if (!mean.empty()) mean[r] = static_cast<S>(st.mean);
@@ -158,8 +160,9 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
     for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) {
       // The next row's inputs are prefetched while the norm's dx pass runs (large inputs only).
       const bool has_next = stream && r + 1 < rows;
-      const auto next = has_next ? detail::NextRows::of(dy.row(r + 1), s.row(r + 1), has_ds ? ds.row(r + 1) : nullptr)
-                                 : detail::NextRows{};
+      auto next = has_next ? detail::NextRows::of(dy.row(r + 1), s.row(r + 1), has_ds ? ds.row(r + 1) : nullptr)
+                           : detail::NextRows{};
+      next.then(has_next && r + 2 < rows, dy.stride(), s.stride(), has_ds ? ds.stride() : 0);
       if (layer)
         ln_backward_c(t, pdg, pdb, dy.row(r), s.row(r), mean[r], rstd[r], gm, d, false, &next);
       else

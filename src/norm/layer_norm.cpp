@@ -35,7 +35,8 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   const auto& ops = detail::row_ops<T>();
 
   detail::for_row_blocks(rows, nt, stream, [&](int64_t r, bool has_next) {
-    const auto next = detail::NextRows::of(has_next ? x.row(r + 1) : nullptr);
+    const auto next =
+        detail::NextRows::of(has_next ? x.row(r + 1) : nullptr).then(has_next && r + 2 < rows, x.stride());
     const detail::RowMeanRstd st = ops.ln_forward(y.row(r), x.row(r), g, b, d, eps, stream, &next);
     if (!mean.empty()) mean[r] = static_cast<stat_t<T>>(st.mean);
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(st.rstd);
@@ -71,7 +72,9 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   const auto& ops = detail::row_ops<T>();
 
   detail::for_chunk_rows(chunks, nt, stream, [&](int64_t k, int64_t r, bool has_next) {
-    const auto next = has_next ? detail::NextRows::of(x.row(r + 1), dy.row(r + 1)) : detail::NextRows{};
+    const auto next =
+        has_next ? detail::NextRows::of(x.row(r + 1), dy.row(r + 1)).then(r + 2 < rows, x.stride(), dy.stride())
+                 : detail::NextRows{};
     ops.ln_backward(dx.row(r), partials.dgamma(k), partials.dbeta(k), dy.row(r), x.row(r), mean[r], rstd[r], gm, d,
                     stream, &next);
   });

@@ -18,10 +18,13 @@ struct RowMeanRstd {
 
 // The next row's inputs, which a row kernel prefetches into L2 while it writes the current row's
 // output (its last pass, when the current row is already in cache and the memory would otherwise
-// idle). Up to three arrays; element i of array k is at p[k] + i * elem[k]. Null: nothing to fetch.
+// idle), and optionally the row after those, into L3 (far: its byte offset from the next row, 0 =
+// none; measured: +6-13% for a 16 KiB-row LayerNorm). Up to three arrays; element i of array k
+// is at p[k] + i * elem[k]. Null: nothing to fetch.
 struct NextRows {
   const char* p[3] = {nullptr, nullptr, nullptr};
   int64_t elem[3] = {0, 0, 0};
+  int64_t far[3] = {0, 0, 0};
   template <class A, class B = char, class D = char>
   static NextRows of(const A* a, const B* b = nullptr, const D* c = nullptr) {
     NextRows n;
@@ -32,6 +35,14 @@ struct NextRows {
     n.elem[1] = sizeof(B);
     n.elem[2] = sizeof(D);
     return n;
+  }
+  // Also the rows after the next ones, `stride_k` elements further on (when `has_far`).
+  NextRows& then(bool has_far, int64_t stride_a, int64_t stride_b = 0, int64_t stride_c = 0) {
+    if (!has_far) return *this;
+    far[0] = stride_a * elem[0];
+    far[1] = stride_b * elem[1];
+    far[2] = stride_c * elem[2];
+    return *this;
   }
 };
 
