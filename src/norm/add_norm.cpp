@@ -82,15 +82,15 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
       return ops.add_norm_forward_row_f32;
   }();
 
-  detail::for_row_blocks(rows, nt, stream, [&](int64_t r, bool has_next) {
+  const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T) + sizeof(R));
+  detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, bool has_next) {
     DropoutRow<C> drop(d);
     R* t = detail::scratch<R, 4>(static_cast<size_t>(d));
     const C* keep = drop.fill(ops, options.dropout, r, d);
-    const auto next = has_next
-                          ? detail::NextRows::of(h.row(r + 1), f.row(r + 1)).then(r + 2 < rows, h.stride(), f.stride())
-                          : detail::NextRows{};
-    const detail::RowMeanRstd st =
-        forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b, d, options.eps, layer, stream, t, &next);
+    detail::NextRows next;
+    if (has_next) next = detail::NextRows::of(h.row(r + 1), f.row(r + 1)).then(r + 2 < rows, h.stride(), f.stride());
+    const detail::RowMeanRstd st = forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b, d,
+                                               options.eps, layer, stream, t, has_next ? &next : nullptr);
     if (!mean.empty()) mean[r] = static_cast<S>(st.mean);
     if (!rstd.empty()) rstd[r] = static_cast<S>(st.rstd);
   });
@@ -152,6 +152,7 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
       return ops.add_norm_backward_finish;
   }();
 
+  const bool prefetch = detail::prefetch_rows(stream, d * static_cast<int64_t>(sizeof(T) + sizeof(R)));
   parallel_for(chunks.count, nt, [&](int64_t k) {
     DropoutRow<C> drop(d);
     C* t = detail::scratch<C, 5>(static_cast<size_t>(d));
@@ -159,14 +160,16 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
     S* pdb = partials.dbeta(k);
     for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) {
       // The next row's inputs are prefetched while the norm's dx pass runs (large inputs only).
-      const bool has_next = stream && r + 1 < rows;
-      auto next = has_next ? detail::NextRows::of(dy.row(r + 1), s.row(r + 1), has_ds ? ds.row(r + 1) : nullptr)
-                           : detail::NextRows{};
-      next.then(has_next && r + 2 < rows, dy.stride(), s.stride(), has_ds ? ds.stride() : 0);
+      const bool has_next = prefetch && r + 1 < rows;
+      detail::NextRows next;
+      if (has_next)
+        next = detail::NextRows::of(dy.row(r + 1), s.row(r + 1), has_ds ? ds.row(r + 1) : nullptr)
+                   .then(r + 2 < rows, dy.stride(), s.stride(), has_ds ? ds.stride() : 0);
+      const detail::NextRows* pnext = has_next ? &next : nullptr;
       if (layer)
-        ln_backward_c(t, pdg, pdb, dy.row(r), s.row(r), mean[r], rstd[r], gm, d, false, &next);
+        ln_backward_c(t, pdg, pdb, dy.row(r), s.row(r), mean[r], rstd[r], gm, d, false, pnext);
       else
-        rms_backward_c(t, pdg, dy.row(r), s.row(r), rstd[r], gm, d, false, &next);
+        rms_backward_c(t, pdg, dy.row(r), s.row(r), rstd[r], gm, d, false, pnext);
       const C* keep = drop.fill(ops, options.dropout, r, d);
       finish(dh.row(r), df.row(r), t, has_ds ? ds.row(r) : nullptr, keep, alpha, d, stream, nullptr);
     }

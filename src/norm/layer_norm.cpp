@@ -34,10 +34,10 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();
 
-  detail::for_row_blocks(rows, nt, stream, [&](int64_t r, bool has_next) {
-    const auto next =
-        detail::NextRows::of(has_next ? x.row(r + 1) : nullptr).then(has_next && r + 2 < rows, x.stride());
-    const detail::RowMeanRstd st = ops.ln_forward(y.row(r), x.row(r), g, b, d, eps, stream, &next);
+  detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t r, bool has_next) {
+    detail::NextRows next;
+    if (has_next) next = detail::NextRows::of(x.row(r + 1)).then(r + 2 < rows, x.stride());
+    const detail::RowMeanRstd st = ops.ln_forward(y.row(r), x.row(r), g, b, d, eps, stream, has_next ? &next : nullptr);
     if (!mean.empty()) mean[r] = static_cast<stat_t<T>>(st.mean);
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(st.rstd);
   });
@@ -71,13 +71,14 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();
 
-  detail::for_chunk_rows(chunks, nt, stream, [&](int64_t k, int64_t r, bool has_next) {
-    const auto next =
-        has_next ? detail::NextRows::of(x.row(r + 1), dy.row(r + 1)).then(r + 2 < rows, x.stride(), dy.stride())
-                 : detail::NextRows{};
-    ops.ln_backward(dx.row(r), partials.dgamma(k), partials.dbeta(k), dy.row(r), x.row(r), mean[r], rstd[r], gm, d,
-                    stream, &next);
-  });
+  detail::for_chunk_rows(
+      chunks, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t k, int64_t r, bool has_next) {
+        detail::NextRows next;
+        if (has_next)
+          next = detail::NextRows::of(x.row(r + 1), dy.row(r + 1)).then(r + 2 < rows, x.stride(), dy.stride());
+        ops.ln_backward(dx.row(r), partials.dgamma(k), partials.dbeta(k), dy.row(r), x.row(r), mean[r], rstd[r], gm, d,
+                        stream, has_next ? &next : nullptr);
+      });
   partials.reduce_into(dgamma, dbeta, nt);
 }
 
