@@ -279,6 +279,32 @@ TEST(BatchNormMask, SameAsDroppingThePaddingRows) {
 }
 
 // An all-ones mask is the same as no mask.
+// The column statistics shift each column by the mean of its first 16 valid rows; columns whose
+// first rows sit far from the rest (here 1e3 against N(0, 1), and -5e2 in every other column) are
+// redone around their mean, and all must match the reference. Mixed with ordinary columns.
+TEST(BatchNorm, StatisticsWhenTheFirstRowsAreFarOff) {
+  for (const int64_t rows : {20, 300}) {
+    const int64_t d = 9;
+    Rng rng(77);
+    Matrix<double> x(rows, d, Layout{});
+    x.fill_normal(rng, 0.0, 1.0);
+    for (int64_t r = 0; r < 16; ++r)
+      for (int64_t c = 0; c < d; c += 2) x(r, c) = (c % 4 == 0 ? 1e3 : -5e2) + static_cast<double>(r);
+    Matrix<double> y(rows, d, Layout{});
+    std::vector<double> mean(static_cast<size_t>(d)), rstd(static_cast<size_t>(d));
+    BatchNormOptions opt;
+    addnorm::batch_norm_forward<double>(y.view(), mean, rstd, {}, {}, x.cview(), {}, {}, {}, opt);
+    const addnorm::ref::Forward rf = addnorm::ref::batch_norm_forward<double>(x.cview(), {}, {}, {}, opt.eps);
+    for (int64_t c = 0; c < d; ++c) {
+      const auto k = static_cast<size_t>(c);
+      EXPECT_NEAR(mean[k], rf.mean[k], 1e-13 * std::max(1.0, std::fabs(rf.mean[k]))) << "rows " << rows << " col " << c;
+      EXPECT_NEAR(rstd[k], rf.rstd[k], 1e-12 * rf.rstd[k]) << "rows " << rows << " col " << c;
+    }
+    const std::vector<double> unit(rf.y.size(), 1.0);  // y is O(1): errors count against 1
+    EXPECT_TRUE(all_close("y", y.packed(), rf.y, forward_tol<double>(), d, unit));
+  }
+}
+
 TEST(BatchNormMask, AllValidIsNoMask) {
   Rng rng(3);
   const int64_t rows = 12, d = 9;
