@@ -1,8 +1,9 @@
 // BatchNorm forward (training and inference) and backward. See include/addnorm/norm/batch_norm.hpp.
 //
-// Column statistics are accumulated in double over the valid rows, with the columns split into
-// blocks across threads (each column is always summed by one thread, rows in order), so results
-// do not depend on the thread count. The elementwise passes run over rows.
+// Column statistics are accumulated in double over the valid rows, in row order: fixed chunks of
+// valid rows, each summed contiguously along its rows, the chunk sums added in chunk order, so
+// results depend neither on the thread count nor on where padding rows sit. Every pass runs over
+// rows.
 #include "addnorm/norm/batch_norm.hpp"
 
 #include <algorithm>
@@ -16,7 +17,6 @@
 namespace addnorm {
 namespace {
 constexpr int64_t kMinWorkPerThread = int64_t{1} << 15;  // elements
-constexpr int64_t kColumnBlock = 64;                     // columns per block of the column passes
 
 // A double split into hi + lo of type C: (x - hi) - lo is x - v to the rounding of the result.
 template <class C>
@@ -32,12 +32,6 @@ int64_t count_valid(std::span<const uint8_t> mask, int64_t rows) {
   int64_t n = 0;
   for (uint8_t m : mask) n += m != 0 ? 1 : 0;
   return n;
-}
-
-// Threads for a column pass: no more than there are column blocks.
-int column_threads(int64_t rows, int64_t d) {
-  const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
-  return static_cast<int>(std::min<int64_t>(threads_for(rows * d, kMinWorkPerThread), blocks));
 }
 
 // Per column over the valid rows: mean and variance (divides by n), in double, in row order.
@@ -236,35 +230,50 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   const int64_t n = count_valid(mask, rows);
   require(n > 0, fn, "the mask of ", rows, " rows has no valid row");
 
-  // Per column: sums of g * x_hat, g, dy * x_hat and dy over the valid rows.
-  double* sums = detail::scratch<double, 0>(static_cast<size_t>(4 * d));
-  const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
-  const int ct = column_threads(rows, d);
-  parallel_for(blocks, ct, [&](int64_t blk) {
-    const int64_t c0 = blk * kColumnBlock, c1 = std::min(d, c0 + kColumnBlock);
-    double sgx[kColumnBlock] = {}, sg[kColumnBlock] = {}, sdx[kColumnBlock] = {}, sd[kColumnBlock] = {};
-    for (int64_t r = 0; r < rows; ++r) {
-      if (!is_valid(mask, r)) continue;
+  // Per column: sums of g * x_hat, g, dy * x_hat and dy over the valid rows, in row order: fixed
+  // chunks of valid rows (as in column_mean_var), partial sums per chunk added in chunk order.
+  int64_t* valid = nullptr;
+  if (!mask.empty()) {
+    valid = detail::scratch<int64_t, 0>(static_cast<size_t>(n));
+    for (int64_t r = 0, j = 0; r < rows; ++r)
+      if (mask[r] != 0) valid[j++] = r;
+  }
+  const detail::RowChunks chunks(n);
+  double* part = detail::scratch<double, 2>(static_cast<size_t>(chunks.count * 4 * d));
+  double* hat = detail::scratch<double, 3>(static_cast<size_t>(3 * d));  // mean, rstd, gamma in double
+  for (int64_t c = 0; c < d; ++c) {
+    hat[c] = static_cast<double>(mean[c]);
+    hat[d + c] = static_cast<double>(rstd[c]);
+    hat[2 * d + c] = gamma.empty() ? 1.0 : static_cast<double>(gamma[c]);
+  }
+  parallel_for(chunks.count, threads_for(n * d, kMinWorkPerThread), [&](int64_t k) {
+    double* sgx = part + k * 4 * d;
+    double* sg = sgx + d;
+    double* sdx = sg + d;
+    double* sd = sdx + d;
+    std::fill(sgx, sgx + 4 * d, 0.0);
+    for (int64_t j = chunks.begin(k); j < chunks.end(k); ++j) {
+      const int64_t r = valid != nullptr ? valid[j] : j;
       const T* xr = x.row(r);
       const T* dyr = dy.row(r);
 #pragma omp simd
-      for (int64_t c = c0; c < c1; ++c) {
-        const double xh = (static_cast<double>(xr[c]) - static_cast<double>(mean[c])) * static_cast<double>(rstd[c]);
+      for (int64_t c = 0; c < d; ++c) {
+        const double xh = (static_cast<double>(xr[c]) - hat[c]) * hat[d + c];
         const double dyc = static_cast<double>(dyr[c]);
-        const double g = gamma.empty() ? dyc : dyc * static_cast<double>(gamma[c]);
-        sgx[c - c0] += g * xh;
-        sg[c - c0] += g;
-        sdx[c - c0] += dyc * xh;
-        sd[c - c0] += dyc;
+        const double g = dyc * hat[2 * d + c];
+        sgx[c] += g * xh;
+        sg[c] += g;
+        sdx[c] += dyc * xh;
+        sd[c] += dyc;
       }
     }
-    for (int64_t c = c0; c < c1; ++c) {
-      sums[c] = sgx[c - c0];
-      sums[d + c] = sg[c - c0];
-      sums[2 * d + c] = sdx[c - c0];
-      sums[3 * d + c] = sd[c - c0];
-    }
   });
+  double* sums = detail::scratch<double, 0>(static_cast<size_t>(4 * d));
+  std::fill(sums, sums + 4 * d, 0.0);
+  for (int64_t k = 0; k < chunks.count; ++k) {
+    const double* p = part + k * 4 * d;
+    for (int64_t i = 0; i < 4 * d; ++i) sums[i] += p[i];
+  }
   const double inv_n = 1.0 / static_cast<double>(n);
   C* k1 = detail::scratch<C, 1>(static_cast<size_t>(5 * d));
   C* k2 = k1 + d;
