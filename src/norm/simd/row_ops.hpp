@@ -55,6 +55,11 @@ struct RowOps {
   double (*rms_forward)(T* y, const T* x, const T* g, int64_t d, double eps, bool stream, const NextRows* next);
   void (*ln_backward)(T* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
                       bool stream, const NextRows* next);
+  // Two rows at once (the partial sums read and written once for both); next0/next1: prefetched
+  // during row 0's / row 1's dx pass.
+  void (*ln_backward_pair)(T* dx0, T* dx1, S* pdg, S* pdb, const T* dy0, const T* dy1, const T* x0, const T* x1,
+                           S mean0, S mean1, S rstd0, S rstd1, const T* g, int64_t d, bool stream,
+                           const NextRows* next0, const NextRows* next1);
   void (*rms_backward)(T* dx, S* pdg, const T* dy, const T* x, S rstd, const T* g, int64_t d, bool stream,
                        const NextRows* next);
   void (*ln_backward_c)(C* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
