@@ -16,9 +16,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from parity_common import ADAM_EPS, BETAS, LR, MAX_NORM, STEPS, WD, training_steps
+
 B, T, V, MAXLEN, D, H, FF, L = 2, 6, 13, 8, 16, 4, 32, 2
 EPS, SMOOTHING, IGNORE = 1e-5, 0.1, -100
-STEPS, LR, BETAS, ADAM_EPS, WD, MAX_NORM = 5, 1e-2, (0.9, 0.95), 1e-8, 0.1, 1.0
 
 
 def make_params(dtype, tied, seed):
@@ -104,25 +105,8 @@ def run_case(exe, work, dtype, tied, seed):
     want = {'logits': logits.detach().reshape(B * T, V).to(torch.float64).numpy(), 'loss': [loss.item()]}
     for n, t in p.items():
         want['grad.' + n] = t.grad.to(torch.float64).numpy()
-    # Five training steps from the same start.
-    q = {n: t.detach().clone().requires_grad_(True) for n, t in p.items()}
-    opt = torch.optim.AdamW(list(q.values()), lr=LR, betas=BETAS, eps=ADAM_EPS, weight_decay=WD)
-    losses, norms = [], []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        step_loss = loss_of(forward(q, ids, tied), targets)
-        step_loss.backward()
-        losses.append(step_loss.item())
-        norms.append(float(torch.nn.utils.clip_grad_norm_(list(q.values()), MAX_NORM)))
-        opt.step()
-    want['losses'] = losses
-    want['norms'] = norms
-    # The key projection's bias gets a gradient that is zero in exact arithmetic (softmax ignores
-    # a constant shift of its row): both sides hold rounding noise, which Adam normalizes into
-    # steps of +-lr. Its value after the steps is not compared (its gradient is, against the floor).
-    for n, t in q.items():
-        if not n.endswith('k_proj.bias'):
-            want['after.' + n] = t.detach().to(torch.float64).numpy()
+    # Five training steps from the same start (parity_common.training_steps).
+    training_steps(p, lambda q: loss_of(forward(q, ids, tied), targets), want)
 
     proc = subprocess.run([exe, d], capture_output=True, text=True)
     if proc.returncode != 0:

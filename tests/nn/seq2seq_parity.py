@@ -21,9 +21,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from parity_common import ADAM_EPS, BETAS, LR, MAX_NORM, STEPS, WD, training_steps
+
 B, S, T, V, D, H, FF, NE, ND = 2, 5, 6, 13, 16, 4, 32, 2, 2
 EPS, SMOOTHING, IGNORE = 1e-5, 0.1, -100
-STEPS, LR, BETAS, ADAM_EPS, WD, MAX_NORM = 5, 1e-2, (0.9, 0.95), 1e-8, 0.1, 1.0
 
 # name, placement, activation, tied, scale_embedding
 CASES = (
@@ -179,26 +180,8 @@ def run_case(exe, work, dtype, case, seed):
     want = {'logits': logits.detach().reshape(B * T, V).to(torch.float64).numpy(), 'loss': [loss.item()]}
     for n, t in p.items():  # (a parameter the model does not use has no grad: zero)
         want['grad.' + n] = (t.grad if t.grad is not None else torch.zeros_like(t)).to(torch.float64).numpy()
-    # Five training steps from the same start.
-    q = {n: t.detach().clone().requires_grad_(True) for n, t in p.items()}
-    opt = torch.optim.AdamW(list(q.values()), lr=LR, betas=BETAS, eps=ADAM_EPS, weight_decay=WD)
-    losses, norms = [], []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        step_loss = loss_of(forward(q, src, src_valid, tgt, case), targets)
-        step_loss.backward()
-        losses.append(step_loss.item())
-        norms.append(float(torch.nn.utils.clip_grad_norm_(list(q.values()), MAX_NORM)))
-        opt.step()
-    want['losses'] = losses
-    want['norms'] = norms
-    # The key projections' biases (self and cross) get a gradient that is zero in exact arithmetic
-    # (softmax ignores a constant shift of its row): both sides hold rounding noise, which Adam
-    # normalizes into steps of +-lr. Their values after the steps are not compared (their
-    # gradients are, against the floor).
-    for n, t in q.items():
-        if not n.endswith('k_proj.bias'):
-            want['after.' + n] = t.detach().to(torch.float64).numpy()
+    # Five training steps from the same start (parity_common.training_steps).
+    training_steps(p, lambda q: loss_of(forward(q, src, src_valid, tgt, case), targets), want)
 
     proc = subprocess.run([exe, d], capture_output=True, text=True)
     if proc.returncode != 0:
