@@ -12,6 +12,7 @@
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
 #include "param_grads.hpp"
+#include "simd/row_ops.hpp"
 #include "workspace.hpp"
 
 namespace addnorm {
@@ -192,6 +193,7 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
     b[c] = beta.empty() ? C{0} : static_cast<C>(beta[c]);
   }
   const int nt = threads_for(rows * d, kMinWorkPerThread);
+  const auto& ops = detail::row_ops<T>();
   parallel_for(rows, nt, [&](int64_t r) {
     const T* xr = x.row(r);
     T* yr = y.row(r);
@@ -199,8 +201,7 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
       std::fill(yr, yr + d, T{0});
       return;
     }
-#pragma omp simd
-    for (int64_t c = 0; c < d; ++c) yr[c] = static_cast<T>(((static_cast<C>(xr[c]) - m_hi[c]) - m_lo[c]) * a[c] + b[c]);
+    ops.bn_forward_row(yr, xr, m_hi, m_lo, a, b, d);
   });
 }
 
@@ -290,6 +291,7 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
     if (!dbeta.empty()) dbeta[c] = static_cast<T>(static_cast<double>(dbeta[c]) + sums[3 * d + c]);
   }
   const int nt = threads_for(rows * d, kMinWorkPerThread);
+  const auto& ops = detail::row_ops<T>();
   parallel_for(rows, nt, [&](int64_t r) {
     const T* xr = x.row(r);
     const T* dyr = dy.row(r);
@@ -298,11 +300,7 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
       std::fill(dxr, dxr + d, T{0});
       return;
     }
-#pragma omp simd
-    for (int64_t c = 0; c < d; ++c) {
-      const C xh = (static_cast<C>(xr[c]) - m[c]) * s[c];
-      dxr[c] = static_cast<T>(s[c] * (static_cast<C>(dyr[c]) * gm[c] - k2[c] - xh * k1[c]));
-    }
+    ops.bn_backward_row(dxr, xr, dyr, m, s, gm, k1, k2, d);
   });
 }
 
