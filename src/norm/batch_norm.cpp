@@ -12,6 +12,7 @@
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
 #include "param_grads.hpp"
+#include "row_blocks.hpp"
 #include "simd/row_ops.hpp"
 #include "workspace.hpp"
 
@@ -194,14 +195,18 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   }
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const auto& ops = detail::row_ops<T>();
-  parallel_for(rows, nt, [&](int64_t r) {
+  // Large outputs are streamed and the next rows of x prefetched, as in the row-wise norms.
+  const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
+  detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t r, bool has_next) {
     const T* xr = x.row(r);
     T* yr = y.row(r);
     if (!is_valid(mask, r)) {
       std::fill(yr, yr + d, T{0});
       return;
     }
-    ops.bn_forward_row(yr, xr, m_hi, m_lo, a, b, d);
+    detail::NextRows next;
+    if (has_next) next = detail::NextRows::of(x.row(r + 1)).then(r + 2 < rows, x.stride());
+    ops.bn_forward_row(yr, xr, m_hi, m_lo, a, b, d, stream, has_next ? &next : nullptr);
   });
 }
 

@@ -83,7 +83,8 @@ struct RowOps {
                              const NextRows* next);
   // BatchNorm's elementwise passes (per-column constants in C): y = ((x - m_hi) - m_lo) * a + b and
   // dx = s * (dy * gm - k2 - (x - m) * s * k1).
-  void (*bn_forward_row)(T* y, const T* x, const C* m_hi, const C* m_lo, const C* a, const C* b, int64_t d);
+  void (*bn_forward_row)(T* y, const T* x, const C* m_hi, const C* m_lo, const C* a, const C* b, int64_t d, bool stream,
+                         const NextRows* next);
   void (*bn_backward_row)(T* dx, const T* x, const T* dy, const C* m, const C* s, const C* gm, const C* k1, const C* k2,
                           int64_t d);
   void (*dropout_keep)(C* keep, uint64_t seed, uint64_t start, uint64_t threshold, double scale, int64_t n,
