@@ -88,9 +88,9 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
     R* t = detail::scratch<R, 4>(static_cast<size_t>(d));
     const C* keep = drop.fill(ops, options.dropout, r, d);
     detail::NextRows next;
-    if (has_next) next = detail::NextRows::of(h.row(r + 1), f.row(r + 1)).then(r + 2 < rows, h.stride(), f.stride());
-    const detail::RowMeanRstd st = forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b, d,
-                                               options.eps, layer, stream, t, has_next ? &next : nullptr);
+    const detail::RowMeanRstd st =
+        forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b, d, options.eps, layer, stream, t,
+                    detail::next_rows(next, has_next, r, h, f));
     if (!mean.empty()) mean[r] = static_cast<S>(st.mean);
     if (!rstd.empty()) rstd[r] = static_cast<S>(st.rstd);
   });
@@ -162,10 +162,8 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
       // The next row's inputs are prefetched while the norm's dx pass runs (large inputs only).
       const bool has_next = prefetch && r + 1 < rows;
       detail::NextRows next;
-      if (has_next)
-        next = detail::NextRows::of(dy.row(r + 1), s.row(r + 1), has_ds ? ds.row(r + 1) : nullptr)
-                   .then(r + 2 < rows, dy.stride(), s.stride(), has_ds ? ds.stride() : 0);
-      const detail::NextRows* pnext = has_next ? &next : nullptr;
+      const detail::NextRows* pnext =
+          has_ds ? detail::next_rows(next, has_next, r, dy, s, ds) : detail::next_rows(next, has_next, r, dy, s);
       if (layer)
         ln_backward_c(t, pdg, pdb, dy.row(r), s.row(r), mean[r], rstd[r], gm, d, false, pnext);
       else

@@ -205,8 +205,7 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
       return;
     }
     detail::NextRows next;
-    if (has_next) next = detail::NextRows::of(x.row(r + 1)).then(r + 2 < rows, x.stride());
-    ops.bn_forward_row(yr, xr, m_hi, m_lo, a, b, d, stream, has_next ? &next : nullptr);
+    ops.bn_forward_row(yr, xr, m_hi, m_lo, a, b, d, stream, detail::next_rows(next, has_next, r, x));
   });
 }
 

@@ -36,8 +36,8 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
 
   detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t r, bool has_next) {
     detail::NextRows next;
-    if (has_next) next = detail::NextRows::of(x.row(r + 1)).then(r + 2 < rows, x.stride());
-    const detail::RowMeanRstd st = ops.ln_forward(y.row(r), x.row(r), g, b, d, eps, stream, has_next ? &next : nullptr);
+    const detail::RowMeanRstd st =
+        ops.ln_forward(y.row(r), x.row(r), g, b, d, eps, stream, detail::next_rows(next, has_next, r, x));
     if (!mean.empty()) mean[r] = static_cast<stat_t<T>>(st.mean);
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(st.rstd);
   });
@@ -73,10 +73,8 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
 
   const bool prefetch = detail::prefetch_rows(stream, d * static_cast<int64_t>(sizeof(T)));
   // The next rows' x and dy (r + 1 and the row after), for a dx pass of row r.
-  const auto next_of = [&](int64_t r, detail::NextRows& next) -> const detail::NextRows* {
-    if (!prefetch || r + 1 >= rows) return nullptr;
-    next = detail::NextRows::of(x.row(r + 1), dy.row(r + 1)).then(r + 2 < rows, x.stride(), dy.stride());
-    return &next;
+  const auto next_of = [&](int64_t r, detail::NextRows& next) {
+    return detail::next_rows(next, prefetch && r + 1 < rows, r, x, dy);
   };
   parallel_for(chunks.count, nt, [&](int64_t k) {
     S* pdg = partials.dgamma(k);

@@ -31,8 +31,7 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
 
   detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t r, bool has_next) {
     detail::NextRows next;
-    if (has_next) next = detail::NextRows::of(x.row(r + 1)).then(r + 2 < rows, x.stride());
-    const double rs = ops.rms_forward(y.row(r), x.row(r), g, d, eps, stream, has_next ? &next : nullptr);
+    const double rs = ops.rms_forward(y.row(r), x.row(r), g, d, eps, stream, detail::next_rows(next, has_next, r, x));
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(rs);
   });
 }
@@ -62,14 +61,12 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();
 
-  detail::for_chunk_rows(
-      chunks, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t k, int64_t r, bool has_next) {
-        detail::NextRows next;
-        if (has_next)
-          next = detail::NextRows::of(x.row(r + 1), dy.row(r + 1)).then(r + 2 < rows, x.stride(), dy.stride());
-        ops.rms_backward(dx.row(r), partials.dgamma(k), dy.row(r), x.row(r), rstd[r], gm, d, stream,
-                         has_next ? &next : nullptr);
-      });
+  detail::for_chunk_rows(chunks, nt, stream, d * static_cast<int64_t>(sizeof(T)),
+                         [&](int64_t k, int64_t r, bool has_next) {
+                           detail::NextRows next;
+                           ops.rms_backward(dx.row(r), partials.dgamma(k), dy.row(r), x.row(r), rstd[r], gm, d, stream,
+                                            detail::next_rows(next, has_next, r, x, dy));
+                         });
   partials.reduce_into(dgamma, std::span<T>{}, nt);
 }
 

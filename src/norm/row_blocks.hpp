@@ -29,6 +29,15 @@ void for_row_blocks(int64_t rows, int threads, bool large, int64_t row_bytes, F&
   });
 }
 
+// The next rows to prefetch during row r's last pass: row r + 1 of each view (and row r + 2 as the
+// far row, when there is one), filled into `buf`; null when !has_next. All views have the same rows.
+template <class V0, class... V>
+const NextRows* next_rows(NextRows& buf, bool has_next, int64_t r, const V0& v0, const V&... views) {
+  if (!has_next) return nullptr;
+  buf = NextRows::of(v0.row(r + 1), views.row(r + 1)...).then(r + 2 < v0.rows(), v0.stride(), views.stride()...);
+  return &buf;
+}
+
 // The same over fixed chunks of rows (RowChunks, for deterministic parameter gradients):
 // f(k, r, has_next) for every row r of chunk k; one fence per chunk.
 template <class Chunks, class F>
