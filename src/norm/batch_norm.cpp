@@ -36,6 +36,22 @@ int64_t count_valid(std::span<const uint8_t> mask, int64_t rows) {
   return n;
 }
 
+// Row index of the j-th valid row (j < n): the identity without a mask, else from a list of the
+// valid rows in order (in per-thread scratch).
+class ValidRows {
+ public:
+  ValidRows(std::span<const uint8_t> mask, int64_t rows, int64_t n) {
+    if (mask.empty()) return;
+    valid_ = detail::scratch<int64_t, 0>(static_cast<size_t>(n));
+    for (int64_t r = 0, j = 0; r < rows; ++r)
+      if (mask[r] != 0) valid_[j++] = r;
+  }
+  int64_t operator()(int64_t j) const { return valid_ != nullptr ? valid_[j] : j; }
+
+ private:
+  int64_t* valid_ = nullptr;
+};
+
 // Per column over the valid rows: mean and variance (divides by n), in double, in row order.
 //
 // The valid rows are cut into fixed chunks (RowChunks over the n valid rows: independent of the
@@ -52,14 +68,7 @@ template <class T>
 void column_mean_var(double* mean, double* var, View2D<const T> x, std::span<const uint8_t> mask, int64_t n) {
   const int64_t rows = x.rows(), d = x.cols();
   const double inv_n = 1.0 / static_cast<double>(n);
-  // The valid rows in order (only needed with a mask).
-  int64_t* valid = nullptr;
-  if (!mask.empty()) {
-    valid = detail::scratch<int64_t, 0>(static_cast<size_t>(n));
-    for (int64_t r = 0, j = 0; r < rows; ++r)
-      if (mask[r] != 0) valid[j++] = r;
-  }
-  const auto row_of = [&](int64_t j) { return valid != nullptr ? valid[j] : j; };
+  const ValidRows row_of(mask, rows, n);
   const detail::RowChunks chunks(n);
   double* part = detail::scratch<double, 2>(static_cast<size_t>(chunks.count * 2 * d));  // [chunk][s1 | s2]
   double* shift = detail::scratch<double, 3>(static_cast<size_t>(3 * d));
@@ -237,12 +246,7 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
 
   // Per column: sums of g * x_hat, g, dy * x_hat and dy over the valid rows, in row order: fixed
   // chunks of valid rows (as in column_mean_var), partial sums per chunk added in chunk order.
-  int64_t* valid = nullptr;
-  if (!mask.empty()) {
-    valid = detail::scratch<int64_t, 0>(static_cast<size_t>(n));
-    for (int64_t r = 0, j = 0; r < rows; ++r)
-      if (mask[r] != 0) valid[j++] = r;
-  }
+  const ValidRows row_of(mask, rows, n);
   const detail::RowChunks chunks(n);
   double* part = detail::scratch<double, 2>(static_cast<size_t>(chunks.count * 4 * d));
   double* hat = detail::scratch<double, 3>(static_cast<size_t>(3 * d));  // mean, rstd, gamma in double
@@ -258,7 +262,7 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
     double* sd = sdx + d;
     std::fill(sgx, sgx + 4 * d, 0.0);
     for (int64_t j = chunks.begin(k); j < chunks.end(k); ++j) {
-      const int64_t r = valid != nullptr ? valid[j] : j;
+      const int64_t r = row_of(j);
       const T* xr = x.row(r);
       const T* dyr = dy.row(r);
 #pragma omp simd
