@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from parity_common import ADAM_EPS, BETAS, LR, MAX_NORM, STEPS, WD, training_steps
+from parity_common import ADAM_EPS, BETAS, LR, MAX_NORM, STEPS, WD, rel, training_steps
 
 B, T, V, MAXLEN, D, H, FF, L = 2, 6, 13, 8, 16, 4, 32, 2
 EPS, SMOOTHING, IGNORE = 1e-5, 0.1, -100
@@ -69,12 +69,6 @@ def forward(p, ids, tied):
 def loss_of(logits, targets):
     return F.cross_entropy(logits.reshape(B * T, V), targets.reshape(-1), ignore_index=IGNORE,
                            label_smoothing=SMOOTHING)
-
-
-def rel(a, b, floor):
-    a = np.asarray(a, dtype=np.float64).reshape(-1)
-    b = np.asarray(b, dtype=np.float64).reshape(-1)
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), floor))
 
 
 def run_case(exe, work, dtype, tied, seed):

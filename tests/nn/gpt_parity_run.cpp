@@ -18,12 +18,10 @@ void run(const parity::Case& c) {
   config.vocab = c.num("vocab");
   config.max_len = c.num("max_len");
   config.layers = c.num("layers");
-  config.layer = nn::make_layer_config(c.num("d_model"), c.num("heads"), c.num("d_ff"),
-                                       nn::parse_activation(c.get("activation")), nn::Placement::pre);
-  config.layer.norm.eps = c.real("eps");
-  config.layer.dropout = config.layer.attn_dropout = config.embedding_dropout = 0.0;
+  config.layer = parity::layer_config(c, nn::Placement::pre);
+  config.embedding_dropout = 0.0;
   config.tied = c.num("tied") != 0;
-  config.loss = {c.real("label_smoothing"), c.num("ignore_index")};
+  config.loss = parity::loss_config(c);
   const int64_t batch = c.num("batch");
   const std::vector<int64_t> ids = c.ints("ids"), targets = c.ints("targets");
   nn::GptModel<T> model(config, 1);

@@ -14,6 +14,9 @@
 #include <vector>
 
 #include "addnorm/io/npy.hpp"
+#include "addnorm/nn/activation.hpp"
+#include "addnorm/nn/layer_config.hpp"
+#include "addnorm/nn/loss.hpp"
 #include "addnorm/nn/optimizer.hpp"
 
 namespace parity {
@@ -48,6 +51,18 @@ struct Case {
     io::write_npy(dir + "/" + name + ".npy", d, shape, io::DType::f64);
   }
 };
+
+// The layer configuration the scripts write (d_model, heads, d_ff, activation, eps) with the given
+// placement and every dropout off, and the loss configuration (label_smoothing, ignore_index).
+inline nn::LayerConfig layer_config(const Case& c, nn::Placement placement) {
+  nn::LayerConfig layer = nn::make_layer_config(c.num("d_model"), c.num("heads"), c.num("d_ff"),
+                                                nn::parse_activation(c.get("activation")), placement);
+  layer.norm.eps = c.real("eps");
+  layer.dropout = layer.attn_dropout = 0.0;
+  return layer;
+}
+
+inline nn::CrossEntropyConfig loss_config(const Case& c) { return {c.real("label_smoothing"), c.num("ignore_index")}; }
 
 // model: has parameters(list), loss(targets), backward(). forward(training, step) runs the
 // model's forward and returns its logits view; rows x vocab is their shape.

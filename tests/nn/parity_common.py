@@ -1,5 +1,6 @@
 """Shared by gpt_parity.py and seq2seq_parity.py: the reference training steps (clip by global norm
 + AdamW) run in PyTorch from the same start as the C++ model, and their expected outputs."""
+import numpy as np
 import torch
 
 STEPS, LR, BETAS, ADAM_EPS, WD, MAX_NORM = 5, 1e-2, (0.9, 0.95), 1e-8, 0.1, 1.0
@@ -27,3 +28,12 @@ def training_steps(p, step_loss_of, want):
     for n, t in q.items():
         if not n.endswith('k_proj.bias'):
             want['after.' + n] = t.detach().to(torch.float64).numpy()
+
+
+def rel(a, b, floor):
+    """max |a - b| / max(max |b|, floor) over the elements; inf when the shapes differ."""
+    a = np.asarray(a, dtype=np.float64).reshape(-1)
+    b = np.asarray(b, dtype=np.float64).reshape(-1)
+    if a.shape != b.shape:
+        return float('inf')
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), floor))

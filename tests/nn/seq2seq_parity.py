@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from parity_common import ADAM_EPS, BETAS, LR, MAX_NORM, STEPS, WD, training_steps
+from parity_common import ADAM_EPS, BETAS, LR, MAX_NORM, STEPS, WD, rel, training_steps
 
 B, S, T, V, D, H, FF, NE, ND = 2, 5, 6, 13, 16, 4, 32, 2, 2
 EPS, SMOOTHING, IGNORE = 1e-5, 0.1, -100
@@ -136,14 +136,6 @@ def forward(p, src, src_valid, tgt, case):
 def loss_of(logits, targets):
     return F.cross_entropy(logits.reshape(B * T, V), targets.reshape(-1), ignore_index=IGNORE,
                            label_smoothing=SMOOTHING)
-
-
-def rel(a, b, floor):
-    a = np.asarray(a, dtype=np.float64).reshape(-1)
-    b = np.asarray(b, dtype=np.float64).reshape(-1)
-    if a.shape != b.shape:
-        return float('inf')
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), floor))
 
 
 def run_case(exe, work, dtype, case, seed):

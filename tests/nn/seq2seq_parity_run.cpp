@@ -6,8 +6,6 @@
 // parity_case.hpp. Exits non-zero with a message on any error.
 #include <vector>
 
-#include "addnorm/nn/activation.hpp"
-#include "addnorm/nn/layer_config.hpp"
 #include "addnorm/nn/residual.hpp"
 #include "addnorm/nn/seq2seq_model.hpp"
 #include "parity_case.hpp"
@@ -22,14 +20,11 @@ void run(const parity::Case& c) {
   config.vocab = c.num("vocab");
   config.encoder_layers = c.num("encoder_layers");
   config.decoder_layers = c.num("decoder_layers");
-  config.layer =
-      nn::make_layer_config(c.num("d_model"), c.num("heads"), c.num("d_ff"), nn::parse_activation(c.get("activation")),
-                            nn::parse_placement(c.get("placement")));
-  config.layer.norm.eps = c.real("eps");
-  config.layer.dropout = config.layer.attn_dropout = config.embedding_dropout = 0.0;
+  config.layer = parity::layer_config(c, nn::parse_placement(c.get("placement")));
+  config.embedding_dropout = 0.0;
   config.tied = c.num("tied") != 0;
   config.scale_embedding = c.num("scale_embedding") != 0;
-  config.loss = {c.real("label_smoothing"), c.num("ignore_index")};
+  config.loss = parity::loss_config(c);
   const int64_t batch = c.num("batch");
   const std::vector<int64_t> src = c.ints("src"), tgt = c.ints("tgt"), targets = c.ints("targets");
   std::vector<uint8_t> src_valid;
