@@ -15,6 +15,7 @@
 #include "addnorm/norm/reference.hpp"
 #include "addnorm/norm/rms_norm.hpp"
 #include "addnorm/norm/simd.hpp"
+#include "norm_testing.hpp"
 
 namespace {
 
@@ -217,14 +218,9 @@ void sweep() {
   check_case<T>(1, 4099, 0, 1, 3.0);
 }
 
+// Each test runs on the target it is given and restores the one before it when it ends.
 class Dispatch : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    before_ = addnorm::simd_target();
-    addnorm::set_simd_target(GetParam());
-  }
-  void TearDown() override { addnorm::set_simd_target(before_); }
-  std::string before_;
+  addnorm::testing::ScopedSimdTarget target_{GetParam()};
 };
 
 TEST_P(Dispatch, F32) { sweep<float>(); }

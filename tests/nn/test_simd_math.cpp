@@ -17,23 +17,16 @@
 #include "addnorm/nn/loss.hpp"
 #include "addnorm/nn/softmax.hpp"
 #include "addnorm/norm/simd.hpp"
+#include "norm_testing.hpp"
 
 namespace {
 
 using addnorm::View2D;
 namespace nn = addnorm::nn;
 
-// Restores the target chosen at start-up when a test ends.
+// Each test runs on the target it is given and restores the one before it when it ends.
 class SimdMath : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    saved_ = addnorm::simd_target();
-    addnorm::set_simd_target(GetParam());
-  }
-  void TearDown() override { addnorm::set_simd_target(saved_); }
-
- private:
-  std::string saved_;
+  addnorm::testing::ScopedSimdTarget target_{GetParam()};
 };
 
 // Lengths around the vector widths (8, 16) and the 64-element Philox group.
