@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "../../src/norm/simd/row_ops.hpp"
+#include "norm_testing.hpp"
 #include "addnorm/core/philox.hpp"
 #include "addnorm/norm/dropout.hpp"
 #include "addnorm/norm/simd.hpp"
@@ -24,9 +25,7 @@ TEST(Philox, KnownAnswers) {
 
 // The vectorized block generator of every SIMD target against the scalar definition.
 TEST(Philox, FillMatchesElementwiseOnEveryTarget) {
-  const std::string before = addnorm::simd_target();
-  for (const auto& target : addnorm::supported_simd_targets()) {
-    addnorm::set_simd_target(target);
+  addnorm::testing::for_each_simd_target([] {
     const auto& ops = addnorm::detail::row_ops<float>();
     for (uint64_t start : {0ull, 1ull, 3ull, 5ull, 63ull, (1ull << 32) - 3, (1ull << 38) - 5, (1ull << 34) + 2}) {
       for (int64_t n : {0, 1, 2, 3, 4, 7, 33, 64, 65, 100, 200}) {
@@ -34,12 +33,11 @@ TEST(Philox, FillMatchesElementwiseOnEveryTarget) {
         ops.philox_fill(bits.data(), 42, start, n, scratch.data());
         for (int64_t i = 0; i < n; ++i)
           ASSERT_EQ(bits[i], addnorm::philox_bits(42, start + static_cast<uint64_t>(i)))
-              << target << " start " << start << " i " << i;
+              << "start " << start << " i " << i;
         ASSERT_EQ(bits[n], 0xdeadbeefu) << "wrote past the end, n = " << n;
       }
     }
-  }
-  addnorm::set_simd_target(before);
+  });
 }
 
 TEST(Dropout, KeepRateWithinFiveSigma) {
