@@ -1,8 +1,9 @@
 // A GPT-style decoder-only language model (Radford et al. 2019), forward, backward and loss:
 //
 //   x0 = Dropout(wte[ids] + wpe[t])                    (B*T, d)
-//   h  = blocks(x0), causal (unless config.causal = false) (B*T, d)   EncoderStack: self-attention + FFN
-//                                                                 per layer, final norm for pre/sandwich
+//   h  = blocks(x0), causal                            (B*T, d)   EncoderStack: self-attention + FFN
+//                                                                 per layer, final norm for pre/sandwich;
+//                                                                 config.causal = false: bidirectional
 //   logits = h W^T,  W = wte.weight (tied) or lm_head.weight         (B*T, V)
 //   loss = CrossEntropy(logits, targets)
 //
