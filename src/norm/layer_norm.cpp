@@ -9,6 +9,7 @@
 #include "param_grads.hpp"
 #include "row_blocks.hpp"
 #include "simd/row_ops.hpp"
+#include "workspace.hpp"
 
 namespace addnorm {
 namespace {
@@ -28,8 +29,8 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   detail::check_size(mean, x.rows(), true, fn, "mean");
   detail::check_size(rstd, x.rows(), true, fn, "rstd");
   const int64_t rows = x.rows(), d = x.cols();
-  const T* g = gamma.empty() ? nullptr : gamma.data();
-  const T* b = beta.empty() ? nullptr : beta.data();
+  const auto* g = detail::in_compute_type<0>(gamma);
+  const auto* b = detail::in_compute_type<1>(beta);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();

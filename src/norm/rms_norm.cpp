@@ -8,6 +8,7 @@
 #include "param_grads.hpp"
 #include "row_blocks.hpp"
 #include "simd/row_ops.hpp"
+#include "workspace.hpp"
 
 namespace addnorm {
 namespace {
@@ -24,7 +25,7 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
   detail::check_size(gamma, x.cols(), true, fn, "gamma");
   detail::check_size(rstd, x.rows(), true, fn, "rstd");
   const int64_t rows = x.rows(), d = x.cols();
-  const T* g = gamma.empty() ? nullptr : gamma.data();
+  const auto* g = detail::in_compute_type<0>(gamma);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();

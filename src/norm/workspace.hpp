@@ -3,7 +3,11 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
+#include <type_traits>
 #include <vector>
+
+#include "addnorm/norm/types.hpp"
 
 namespace addnorm::detail {
 
@@ -13,6 +17,22 @@ T* scratch(size_t n) {
   static thread_local std::vector<T> buf;
   if (buf.size() < n) buf.resize(n);
   return buf.data();
+}
+
+// A parameter vector (gamma, beta) in the compute type: the span itself for f32/f64, else a copy
+// converted into this thread's scratch slot Slot; null when empty. Valid until the next call with
+// the same slot on this thread.
+template <int Slot, class T>
+const compute_t<T>* in_compute_type(std::span<const T> p) {
+  using C = compute_t<T>;
+  if (p.empty()) return nullptr;
+  if constexpr (std::is_same_v<C, T>) {
+    return p.data();
+  } else {
+    C* out = scratch<C, 16 + Slot>(p.size());
+    for (size_t i = 0; i < p.size(); ++i) out[i] = static_cast<C>(p[i]);
+    return out;
+  }
 }
 
 }  // namespace addnorm::detail

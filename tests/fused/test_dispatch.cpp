@@ -1,5 +1,5 @@
-// Every SIMD target the CPU supports (avx512, avx2, generic), for every element type (f32, f64,
-// bf16, f16): LayerNorm and RMSNorm forward/backward and the fused Add & Norm against the f64
+// Every SIMD target the CPU supports (avx512bf16, avx512, avx2, generic), for every element type
+// (f32, f64, bf16, f16): LayerNorm and RMSNorm forward/backward and the fused Add & Norm against the f64
 // reference, on a sweep of widths (tails of every length), strided and misaligned rows, and
 // outputs large enough to take the streaming-store path.
 #include <gtest/gtest.h>
@@ -277,6 +277,49 @@ TEST_P(Dispatch, StatisticsWithAFarHead) {
       check_far_head<float>(d, tail);
       check_far_head<bf16>(d, tail);
     }
+}
+
+// bf16 stores: avx512bf16 packs with vcvtneps2bf16, which flushes denormals to zero; a vector that
+// holds one takes the integer rounding instead. Outputs of about 1e-39 (bf16 denormals) and a NaN
+// row must come out bit for bit the same on every target, and as the scalar rounding of the f32
+// value would give (bf16's own conversion).
+TEST(DispatchBf16, DenormalAndNanOutputsAreTheSameOnEveryTarget) {
+  const int64_t rows = 3, d = 100;  // six vectors of 16 and a tail of 4
+  Mat<bf16> x(rows, d, d, 0, 21, 0.0, 1.0);
+  x.buf[static_cast<size_t>(2 * d + 7)] = bf16(std::nanf(""));
+  std::vector<bf16> gamma(static_cast<size_t>(d)), beta(static_cast<size_t>(d));
+  for (int64_t c = 0; c < d; ++c) {
+    gamma[static_cast<size_t>(c)] = bf16(c % 3 == 0 ? 1.0 : 3e-39);  // every vector holds denormal outputs
+    beta[static_cast<size_t>(c)] = bf16(c % 3 == 0 ? 0.5 : 0.0);
+  }
+  std::vector<std::vector<uint16_t>> bits;
+  int denormals = 0;
+  addnorm::testing::for_each_simd_target([&] {
+    Mat<bf16> y(rows, d, d, 0, 22, 0, 1);
+    std::vector<float> mean(rows), rstd(rows);
+    addnorm::layer_norm_forward<bf16>(y.view(), mean, rstd, x.cview(), gamma, beta, 1e-5);
+    std::vector<uint16_t> b;
+    denormals = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < d; ++c) {
+        const bf16 v = y.buf[static_cast<size_t>(r * d + c)];
+        b.push_back(v.bits);
+        if ((v.bits & 0x7f80u) == 0 && (v.bits & 0x7fu) != 0) ++denormals;
+        if (r < 2) {  // the same rounding as bf16(float), from the saved statistics
+          const float xv = static_cast<float>(x.buf[static_cast<size_t>(r * d + c)]);
+          const float want = (xv - mean[static_cast<size_t>(r)]) * rstd[static_cast<size_t>(r)] *
+                                 static_cast<float>(gamma[static_cast<size_t>(c)]) +
+                             static_cast<float>(beta[static_cast<size_t>(c)]);
+          if (std::abs(want) < 1e-37f) {
+            EXPECT_NEAR(static_cast<double>(static_cast<float>(v)), want, 4.6e-41);  // half a denormal step
+          }
+        }
+      }
+    for (int64_t c = 0; c < d; ++c) EXPECT_TRUE(std::isnan(static_cast<float>(y.buf[static_cast<size_t>(2 * d + c)])));
+    bits.push_back(std::move(b));
+  });
+  EXPECT_GT(denormals, 50);
+  for (size_t t = 1; t < bits.size(); ++t) EXPECT_EQ(bits[t], bits[0]) << "target " << t << " differs from the first";
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedTargets, Dispatch, ::testing::ValuesIn(addnorm::supported_simd_targets()),

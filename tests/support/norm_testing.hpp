@@ -324,7 +324,7 @@ class ScopedThreads {
   int saved_;
 };
 
-// Pins addnorm's SIMD target (avx512, avx2, generic) for a scope and restores it after.
+// Pins addnorm's SIMD target (avx512bf16, avx512, avx2, generic) for a scope and restores it after.
 class ScopedSimdTarget {
  public:
   explicit ScopedSimdTarget(const std::string& target) : saved_(simd_target()) { set_simd_target(target); }

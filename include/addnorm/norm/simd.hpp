@@ -9,7 +9,7 @@
 
 namespace addnorm {
 
-// Targets this CPU can run, best first: a subset of {"avx512", "avx2", "generic"}.
+// Targets this CPU can run, best first: a subset of {"avx512bf16", "avx512", "avx2", "generic"}.
 std::vector<std::string> supported_simd_targets();
 
 // The target in use.

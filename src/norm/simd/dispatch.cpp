@@ -10,11 +10,13 @@
 namespace addnorm {
 namespace {
 
-enum Target : int { kGeneric = 0, kAvx2 = 1, kAvx512 = 2 };
-constexpr const char* kNames[] = {"generic", "avx2", "avx512"};
+enum Target : int { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3, kBest = kAvx512Bf16 };
+constexpr const char* kNames[] = {"generic", "avx2", "avx512", "avx512bf16"};
 
 bool cpu_supports(Target t) {
   switch (t) {
+    case kAvx512Bf16:
+      return cpu_supports(kAvx512) && __builtin_cpu_supports("avx512bf16");
     case kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
@@ -26,7 +28,7 @@ bool cpu_supports(Target t) {
 }
 
 int parse(std::string_view name) {
-  for (int t = 0; t < 3; ++t)
+  for (int t = kGeneric; t <= kBest; ++t)
     if (name == kNames[t]) return t;
   return -1;
 }
@@ -34,11 +36,11 @@ int parse(std::string_view name) {
 int initial_target() {
   if (const char* env = std::getenv("ADDNORM_SIMD"); env != nullptr && *env != '\0') {
     const int t = parse(env);
-    require(t >= 0, "ADDNORM_SIMD", "unknown target '", env, "'; expected avx512, avx2 or generic");
+    require(t >= 0, "ADDNORM_SIMD", "unknown target '", env, "'; expected avx512bf16, avx512, avx2 or generic");
     require(cpu_supports(static_cast<Target>(t)), "ADDNORM_SIMD", "this CPU cannot run target '", env, "'");
     return t;
   }
-  for (int t = kAvx512; t >= kGeneric; --t)
+  for (int t = kBest; t >= kGeneric; --t)
     if (cpu_supports(static_cast<Target>(t))) return t;
   return kGeneric;
 }
@@ -50,15 +52,15 @@ std::atomic<int>& current() {
 
 template <class T>
 struct Tables {
-  detail::RowOps<T> ops[3] = {detail::generic::make_row_ops<T>(), detail::avx2::make_row_ops<T>(),
-                              detail::avx512::make_row_ops<T>()};
+  detail::RowOps<T> ops[kBest + 1] = {detail::generic::make_row_ops<T>(), detail::avx2::make_row_ops<T>(),
+                                      detail::avx512::make_row_ops<T>(), detail::avx512bf16::make_row_ops<T>()};
 };
 
 }  // namespace
 
 std::vector<std::string> supported_simd_targets() {
   std::vector<std::string> out;
-  for (int t = kAvx512; t >= kGeneric; --t)
+  for (int t = kBest; t >= kGeneric; --t)
     if (cpu_supports(static_cast<Target>(t))) out.emplace_back(kNames[t]);
   return out;
 }
@@ -67,7 +69,7 @@ std::string simd_target() { return kNames[current().load(std::memory_order_relax
 
 void set_simd_target(std::string_view name) {
   const int t = parse(name);
-  require(t >= 0, "set_simd_target", "unknown target '", name, "'; expected avx512, avx2 or generic");
+  require(t >= 0, "set_simd_target", "unknown target '", name, "'; expected avx512bf16, avx512, avx2 or generic");
   require(cpu_supports(static_cast<Target>(t)), "set_simd_target", "this CPU cannot run target '", name, "'");
   current().store(t, std::memory_order_relaxed);
 }

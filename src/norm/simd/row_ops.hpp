@@ -1,7 +1,7 @@
 // Runtime dispatch of the row kernels. row_kernels.inc is compiled once per SIMD target
-// (target_avx512.cpp, target_avx2.cpp, target_generic.cpp, each with its own -m flags and its own
-// namespace, so no inline function crosses targets), and row_ops<T>() hands out the table of the
-// best target the CPU supports, or the one chosen with addnorm::set_simd_target().
+// (target_avx512bf16.cpp, target_avx512.cpp, target_avx2.cpp, target_generic.cpp, each with its own
+// -m flags and its own namespace, so no inline function crosses targets), and row_ops<T>() hands
+// out the table of the best target the CPU supports, or the one chosen with set_simd_target().
 #pragma once
 
 #include <cstdint>
@@ -50,9 +50,11 @@ template <class T>
 struct RowOps {
   using C = compute_t<T>;
   using S = stat_t<T>;
-  RowMeanRstd (*ln_forward)(T* y, const T* x, const T* g, const T* b, int64_t d, double eps, bool stream,
+  // gamma and beta in C (for bf16/f16 converted once per call: per element, a conversion is as dear
+  // as the arithmetic).
+  RowMeanRstd (*ln_forward)(T* y, const T* x, const C* g, const C* b, int64_t d, double eps, bool stream,
                             const NextRows* next);
-  double (*rms_forward)(T* y, const T* x, const T* g, int64_t d, double eps, bool stream, const NextRows* next);
+  double (*rms_forward)(T* y, const T* x, const C* g, int64_t d, double eps, bool stream, const NextRows* next);
   void (*ln_backward)(T* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
                       bool stream, const NextRows* next);
   // Two rows at once (the partial sums read and written once for both); next0/next1: prefetched
@@ -111,6 +113,7 @@ const RowOps<T>& row_ops();
   extern template RowOps<bf16> make_row_ops<bf16>();     \
   extern template RowOps<f16> make_row_ops<f16>();       \
   }
+ADDNORM_DECLARE_TARGET(avx512bf16)
 ADDNORM_DECLARE_TARGET(avx512)
 ADDNORM_DECLARE_TARGET(avx2)
 ADDNORM_DECLARE_TARGET(generic)
