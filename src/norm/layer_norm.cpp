@@ -34,13 +34,28 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
   const auto& ops = detail::row_ops<T>();
-
-  detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t r, bool has_next) {
-    detail::NextRows next;
-    const detail::RowMeanRstd st =
-        ops.ln_forward(y.row(r), x.row(r), g, b, d, eps, stream, detail::next_rows(next, has_next, r, x));
+  const auto save = [&](int64_t r, const detail::RowMeanRstd& st) {
     if (!mean.empty()) mean[r] = static_cast<stat_t<T>>(st.mean);
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(st.rstd);
+  };
+
+  const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
+  if (ops.ln_forward_short != nullptr && d >= 16 && row_bytes < detail::kShortRowBytes) {
+    // Short rows, 16 at a time: their statistics are reduced in vector lanes (65536 x 64 f32 on one
+    // thread: 16 -> 26 GB/s, with the streaming of whole-line rows).
+    detail::for_row_batches(
+        rows, nt, 16,
+        [&](int64_t r, int64_t count) {
+          detail::RowMeanRstd st[16];
+          ops.ln_forward_short(y.row(r), y.stride(), x.row(r), x.stride(), g, b, count, d, eps, stream, st);
+          for (int64_t i = 0; i < count; ++i) save(r + i, st[i]);
+        },
+        stream);
+    return;
+  }
+  detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, bool has_next) {
+    detail::NextRows next;
+    save(r, ops.ln_forward(y.row(r), x.row(r), g, b, d, eps, stream, detail::next_rows(next, has_next, r, x)));
   });
 }
 

@@ -55,6 +55,10 @@ struct RowOps {
   RowMeanRstd (*ln_forward)(T* y, const T* x, const C* g, const C* b, int64_t d, double eps, bool stream,
                             const NextRows* next);
   double (*rms_forward)(T* y, const T* x, const C* g, int64_t d, double eps, bool stream, const NextRows* next);
+  // LayerNorm forward of up to 16 rows of 16 <= d elements, d * sizeof(T) < kShortRowBytes, row r at
+  // x + r * xs and y + r * ys, the same results as ln_forward row by row; null for f64.
+  void (*ln_forward_short)(T* y, int64_t ys, const T* x, int64_t xs, const C* g, const C* b, int64_t count, int64_t d,
+                           double eps, bool stream, RowMeanRstd* st) = nullptr;
   void (*ln_backward)(T* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
                       bool stream, const NextRows* next);
   // Two rows at once (the partial sums read and written once for both); next0/next1: prefetched
@@ -118,6 +122,12 @@ ADDNORM_DECLARE_TARGET(avx512)
 ADDNORM_DECLARE_TARGET(avx2)
 ADDNORM_DECLARE_TARGET(generic)
 #undef ADDNORM_DECLARE_TARGET
+
+// Rows shorter than this are "short": the next rows are not prefetched (the hardware prefetcher
+// follows them as one stream, and per-row bookkeeping would cost more than it saves), they are
+// streamed only when made of whole cache lines (see streams() in vec.inc), and LayerNorm forward
+// takes them 16 at a time (ln_forward_short).
+inline constexpr int64_t kShortRowBytes = 1024;
 
 // Outputs larger than this many bytes are written with streaming stores (they would not stay in
 // cache anyway, and skipping the read-for-ownership saves a third of the memory traffic). The row
