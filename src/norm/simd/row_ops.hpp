@@ -62,7 +62,7 @@ struct RowOps {
   void (*ln_backward)(T* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
                       bool stream, const NextRows* next);
   // Two rows at once (the partial sums read and written once for both); next0/next1: prefetched
-  // during row 0's / row 1's dx pass.
+  // during the sums pass / row 0's dx pass.
   void (*ln_backward_pair)(T* dx0, T* dx1, S* pdg, S* pdb, const T* dy0, const T* dy1, const T* x0, const T* x1,
                            S mean0, S mean1, S rstd0, S rstd1, const T* g, int64_t d, bool stream,
                            const NextRows* next0, const NextRows* next1);
