@@ -69,8 +69,8 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
   require(layer || mean.empty(), fn, "rms norm has no mean to save");
   detail::check_size(mean, rows, true, fn, "mean");
   detail::check_size(rstd, rows, true, fn, "rstd");
-  const T* g = gamma.empty() ? nullptr : gamma.data();
-  const T* b = beta.empty() ? nullptr : beta.data();
+  const C* g = detail::in_compute_type<0>(gamma);
+  const C* b = detail::in_compute_type<1>(beta);
   const C alpha = static_cast<C>(options.alpha);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = rows * d * static_cast<int64_t>(sizeof(T) + sizeof(R)) > detail::kStreamBytes;

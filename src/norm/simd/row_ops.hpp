@@ -72,14 +72,14 @@ struct RowOps {
                         bool stream, const NextRows* next);
   void (*rms_backward_c)(C* dx, S* pdg, const T* dy, const T* x, S rstd, const T* g, int64_t d, bool stream,
                          const NextRows* next);
-  RowMeanRstd (*add_norm_forward_row)(T* s, T* y, const T* h, const T* f, const C* keep, C alpha, const T* g,
-                                      const T* b, int64_t d, double eps, bool layer, bool stream, T* t,
+  RowMeanRstd (*add_norm_forward_row)(T* s, T* y, const T* h, const T* f, const C* keep, C alpha, const C* g,
+                                      const C* b, int64_t d, double eps, bool layer, bool stream, T* t,
                                       const NextRows* next);
   void (*add_norm_backward_finish)(T* dh, T* df, C* t, const T* ds, const C* keep, C alpha, int64_t d, bool stream,
                                    const NextRows* next);
   // The same with the residual stream (s, h, dh, ds) kept in f32 (for bf16/f16 data).
   RowMeanRstd (*add_norm_forward_row_f32)(float* s, T* y, const float* h, const T* f, const C* keep, C alpha,
-                                          const T* g, const T* b, int64_t d, double eps, bool layer, bool stream,
+                                          const C* g, const C* b, int64_t d, double eps, bool layer, bool stream,
                                           float* t, const NextRows* next);
   void (*add_norm_backward_finish_f32)(float* dh, T* df, C* t, const float* ds, const C* keep, C alpha, int64_t d,
                                        bool stream, const NextRows* next);
