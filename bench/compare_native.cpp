@@ -36,6 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "addnorm/core/parallel.hpp"
@@ -66,9 +67,9 @@ struct Args {
   std::vector<std::string> dtypes{"f32", "bf16"};
   std::vector<Shape> shapes{{8192, 768}, {4096, 4096}, {65536, 64}, {32, 1024}, {1, 512}};
   std::vector<int> threads{1, 2};
-  double min_time = 0.05;  // seconds per timed batch
-  int reps = 5;            // timed batches
-  int64_t triad_mib = 128; // per triad array
+  double min_time = 0.05;   // seconds per timed batch
+  int reps = 5;             // timed batches
+  int64_t triad_mib = 128;  // per triad array
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -93,46 +94,49 @@ Op parse_op(const std::string& s) {
 
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string key = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(key + " needs a value");
-      return argv[++i];
-    };
-    if (key == "--info") {
-      a.info = true;
-    } else if (key == "--impls") {
-      a.impls = split(value(), ',');
-    } else if (key == "--ops") {
-      a.ops.clear();
-      for (const auto& s : split(value(), ',')) a.ops.push_back(parse_op(s));
-    } else if (key == "--dtypes") {
-      a.dtypes = split(value(), ',');
-    } else if (key == "--shapes") {
-      a.shapes.clear();
-      for (const auto& s : split(value(), ',')) {
-        const auto parts = split(s, 'x');
-        if (parts.size() != 2) usage_error("shape '" + s + "' is not ROWSxD");
-        a.shapes.push_back({std::stoll(parts[0]), std::stoll(parts[1])});
-        if (a.shapes.back().rows < 1 || a.shapes.back().d < 1) usage_error("shape '" + s + "' is empty");
-      }
-    } else if (key == "--threads") {
-      a.threads.clear();
-      for (const auto& s : split(value(), ',')) a.threads.push_back(std::stoi(s));
-    } else if (key == "--min-time") {
-      a.min_time = std::stod(value());
-    } else if (key == "--reps") {
-      a.reps = std::max(1, std::stoi(value()));
-    } else if (key == "--triad-mib") {
-      a.triad_mib = std::max<int64_t>(1, std::stoll(value()));
-    } else {
-      usage_error("unknown argument '" + key + "'");
-    }
+  CLI::App app{
+      "addnorm_compare: the native half of bench/compare (see the comment at the top of "
+      "bench/compare_native.cpp)"};
+  std::vector<std::string> ops, shapes;
+  app.add_flag("--info", a.info, "print the build and the machine, and stop");
+  app.add_option("--impls", a.impls, "what to measure")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"triad", "addnorm", "onednn"}));
+  app.add_option("--ops", ops, "ops, e.g. layer_norm_fwd,rms_norm_bwd (default: all)")->delimiter(',');
+  app.add_option("--dtypes", a.dtypes, "element types")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"f32", "f64", "bf16", "f16"}));
+  app.add_option("--shapes", shapes, "shapes ROWSxD, e.g. 8192x768,1x512")->delimiter(',');
+  app.add_option("--threads", a.threads, "thread counts")->delimiter(',')->check(CLI::Range(1, 1024));
+  app.add_option("--min-time", a.min_time, "seconds per timed batch")->check(CLI::Range(1e-6, 1e3));
+  app.add_option("--reps", a.reps, "timed batches")->check(CLI::Range(1, 1000000));
+  app.add_option("--triad-mib", a.triad_mib, "MiB per triad array")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
+  }
+  if (!ops.empty()) {
+    a.ops.clear();
+    for (const auto& s : ops) a.ops.push_back(parse_op(s));
+  }
+  if (!shapes.empty()) a.shapes.clear();
+  for (const auto& s : shapes) {
+    const auto parts = split(s, 'x');
+    char* end0 = nullptr;
+    char* end1 = nullptr;
+    const long long rows = parts.size() == 2 ? std::strtoll(parts[0].c_str(), &end0, 10) : 0;
+    const long long d = parts.size() == 2 ? std::strtoll(parts[1].c_str(), &end1, 10) : 0;
+    if (parts.size() != 2 || *end0 != '\0' || *end1 != '\0' || rows < 1 || d < 1)
+      usage_error("shape '" + s + "' is not ROWSxD with ROWS, D >= 1");
+    a.shapes.push_back({rows, d});
   }
   return a;
 }
 
-bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
 
 // ---------------------------------------------------------------------------------------------
 // Timing
@@ -219,7 +223,8 @@ void emit_result(const Case& c, const std::string& impl, const Timing& t, double
 }
 
 void emit_skip(const Case& c, const std::string& impl, const std::string& reason) {
-  std::cout << "{\"kind\": \"skip\", " << case_fields(c, impl) << ", \"reason\": " << json_str(reason) << "}" << std::endl;
+  std::cout << "{\"kind\": \"skip\", " << case_fields(c, impl) << ", \"reason\": " << json_str(reason) << "}"
+            << std::endl;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -243,9 +248,11 @@ bool triad_streaming(double* a, const double* b, const double* c, double s, int6
 #pragma omp parallel for schedule(static) num_threads(t)
   for (int64_t i = 0; i < n; i += w) {
 #if defined(__AVX512F__)
-    _mm512_stream_pd(a + i, _mm512_add_pd(_mm512_load_pd(b + i), _mm512_mul_pd(_mm512_set1_pd(s), _mm512_load_pd(c + i))));
+    _mm512_stream_pd(a + i,
+                     _mm512_add_pd(_mm512_load_pd(b + i), _mm512_mul_pd(_mm512_set1_pd(s), _mm512_load_pd(c + i))));
 #elif defined(__AVX__)
-    _mm256_stream_pd(a + i, _mm256_add_pd(_mm256_load_pd(b + i), _mm256_mul_pd(_mm256_set1_pd(s), _mm256_load_pd(c + i))));
+    _mm256_stream_pd(a + i,
+                     _mm256_add_pd(_mm256_load_pd(b + i), _mm256_mul_pd(_mm256_set1_pd(s), _mm256_load_pd(c + i))));
 #else
     _mm_stream_pd(a + i, _mm_add_pd(_mm_load_pd(b + i), _mm_mul_pd(_mm_set1_pd(s), _mm_load_pd(c + i))));
 #endif
@@ -290,8 +297,8 @@ void run_triad(const Args& args) {
                 << ", \"calls_per_batch\": " << tm.calls << ", \"batches\": " << tm.batches
                 << ", \"bytes\": " << json_num(bytes) << ", \"gbps\": " << json_num(bytes / tm.best / 1e9)
                 << ", \"max_err\": null, \"note\": \"\"}" << std::endl;
-      std::cerr << "  triad (" << (nt ? "streaming" : "regular") << " stores) t" << t << ": "
-                << bytes / tm.best / 1e9 << " GB/s\n";
+      std::cerr << "  triad (" << (nt ? "streaming" : "regular") << " stores) t" << t << ": " << bytes / tm.best / 1e9
+                << " GB/s\n";
     }
   }
 }
@@ -308,10 +315,24 @@ struct Arena {
   Buffer<float> dn_scale, dn_shift, dn_dscale, dn_dshift, dn_mean, dn_var;
 
   Arena(size_t big_bytes, size_t vec_elems)
-      : x(big_bytes), f(big_bytes), dy(big_bytes), y(big_bytes), s(big_bytes), dx(big_bytes),
-        gamma(vec_elems * 8), beta(vec_elems * 8), dgamma(vec_elems * 8), dbeta(vec_elems * 8),
-        mean(vec_elems * 8), rstd(vec_elems * 8), dn_scale(vec_elems), dn_shift(vec_elems),
-        dn_dscale(vec_elems), dn_dshift(vec_elems), dn_mean(vec_elems), dn_var(vec_elems) {}
+      : x(big_bytes),
+        f(big_bytes),
+        dy(big_bytes),
+        y(big_bytes),
+        s(big_bytes),
+        dx(big_bytes),
+        gamma(vec_elems * 8),
+        beta(vec_elems * 8),
+        dgamma(vec_elems * 8),
+        dbeta(vec_elems * 8),
+        mean(vec_elems * 8),
+        rstd(vec_elems * 8),
+        dn_scale(vec_elems),
+        dn_shift(vec_elems),
+        dn_dscale(vec_elems),
+        dn_dshift(vec_elems),
+        dn_mean(vec_elems),
+        dn_var(vec_elems) {}
 };
 
 template <class T>
@@ -328,9 +349,20 @@ struct Bufs {
   S *mean, *rstd;
 
   Bufs(const Arena& a, Shape sh)
-      : rows(sh.rows), d(sh.d), x(as<T>(a.x)), f(as<T>(a.f)), dy(as<T>(a.dy)), y(as<T>(a.y)), s(as<T>(a.s)),
-        dx(as<T>(a.dx)), gamma(as<T>(a.gamma)), beta(as<T>(a.beta)), dgamma(as<T>(a.dgamma)),
-        dbeta(as<T>(a.dbeta)), mean(as<S>(a.mean)), rstd(as<S>(a.rstd)) {}
+      : rows(sh.rows),
+        d(sh.d),
+        x(as<T>(a.x)),
+        f(as<T>(a.f)),
+        dy(as<T>(a.dy)),
+        y(as<T>(a.y)),
+        s(as<T>(a.s)),
+        dx(as<T>(a.dx)),
+        gamma(as<T>(a.gamma)),
+        beta(as<T>(a.beta)),
+        dgamma(as<T>(a.dgamma)),
+        dbeta(as<T>(a.dbeta)),
+        mean(as<S>(a.mean)),
+        rstd(as<S>(a.rstd)) {}
 
   [[nodiscard]] size_t n() const { return static_cast<size_t>(rows * d); }
   [[nodiscard]] View2D<T> v(T* p) const { return {p, rows, d}; }
@@ -402,10 +434,14 @@ double check(Op op, const Bufs<T>& b, const T* out, const T* out2) {
   const std::span<const double> g(gamma), be(beta);
   const auto got = rows_to_double(out, d, rows);
   switch (op) {
-    case Op::layer_norm_fwd: return max_rel_err(got, ref::layer_norm_forward<double>(xv, g, be, kEps).y);
-    case Op::layer_norm_bwd: return max_rel_err(got, ref::layer_norm_backward<double>(dyv, xv, g, kEps).dx);
-    case Op::rms_norm_fwd: return max_rel_err(got, ref::rms_norm_forward<double>(xv, g, kEps).y);
-    case Op::rms_norm_bwd: return max_rel_err(got, ref::rms_norm_backward<double>(dyv, xv, g, kEps).dx);
+    case Op::layer_norm_fwd:
+      return max_rel_err(got, ref::layer_norm_forward<double>(xv, g, be, kEps).y);
+    case Op::layer_norm_bwd:
+      return max_rel_err(got, ref::layer_norm_backward<double>(dyv, xv, g, kEps).dx);
+    case Op::rms_norm_fwd:
+      return max_rel_err(got, ref::rms_norm_forward<double>(xv, g, kEps).y);
+    case Op::rms_norm_bwd:
+      return max_rel_err(got, ref::rms_norm_backward<double>(dyv, xv, g, kEps).dx);
     case Op::add_layer_norm_fwd: {
       const auto f = rows_to_double(b.f, d, rows);
       std::vector<double> s(x.size());
@@ -414,7 +450,8 @@ double check(Op op, const Bufs<T>& b, const T* out, const T* out2) {
       const View2D<const double> sv(s.data(), k, d);
       return std::max(es, max_rel_err(got, ref::layer_norm_forward<double>(sv, g, be, kEps).y));
     }
-    case Op::batch_norm_fwd: return NAN;  // column statistics need every row: not checked
+    case Op::batch_norm_fwd:
+      return NAN;  // column statistics need every row: not checked
   }
   return NAN;
 }
@@ -543,9 +580,13 @@ void run_onednn(const Case& c, const Args& args, const Arena& a, const Bufs<T>& 
       const dnnl::batch_normalization_forward::primitive_desc pd(desc, eng);
       impl_info = pd.impl_info_str();
       auto prim = std::make_shared<dnnl::batch_normalization_forward>(pd);
-      auto margs = std::make_shared<std::unordered_map<int, memory>>(std::unordered_map<int, memory>{
-          {DNNL_ARG_SRC, src4}, {DNNL_ARG_DST, dst4}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var},
-          {DNNL_ARG_SCALE, scale}, {DNNL_ARG_SHIFT, shift}});
+      auto margs =
+          std::make_shared<std::unordered_map<int, memory>>(std::unordered_map<int, memory>{{DNNL_ARG_SRC, src4},
+                                                                                            {DNNL_ARG_DST, dst4},
+                                                                                            {DNNL_ARG_MEAN, mean},
+                                                                                            {DNNL_ARG_VARIANCE, var},
+                                                                                            {DNNL_ARG_SCALE, scale},
+                                                                                            {DNNL_ARG_SHIFT, shift}});
       fn = [prim, margs, strm]() mutable {
         prim->execute(strm, *margs);
         strm.wait();
@@ -557,9 +598,13 @@ void run_onednn(const Case& c, const Args& args, const Arena& a, const Bufs<T>& 
                                                           static_cast<float>(kEps), flags);
       const dnnl::layer_normalization_forward::primitive_desc fpd(fdesc, eng);
       auto fwd = std::make_shared<dnnl::layer_normalization_forward>(fpd);
-      auto fargs = std::make_shared<std::unordered_map<int, memory>>(std::unordered_map<int, memory>{
-          {DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var},
-          {DNNL_ARG_SCALE, scale}, {DNNL_ARG_SHIFT, shift}});
+      auto fargs =
+          std::make_shared<std::unordered_map<int, memory>>(std::unordered_map<int, memory>{{DNNL_ARG_SRC, src},
+                                                                                            {DNNL_ARG_DST, dst},
+                                                                                            {DNNL_ARG_MEAN, mean},
+                                                                                            {DNNL_ARG_VARIANCE, var},
+                                                                                            {DNNL_ARG_SCALE, scale},
+                                                                                            {DNNL_ARG_SHIFT, shift}});
       if (c.op == Op::layer_norm_fwd) {
         impl_info = fpd.impl_info_str();
         fn = [fwd, fargs, strm]() mutable {
@@ -575,10 +620,16 @@ void run_onednn(const Case& c, const Args& args, const Arena& a, const Bufs<T>& 
         const dnnl::layer_normalization_backward::primitive_desc bpd(bdesc, eng, fpd);
         impl_info = bpd.impl_info_str();
         auto bwd = std::make_shared<dnnl::layer_normalization_backward>(bpd);
-        auto bargs = std::make_shared<std::unordered_map<int, memory>>(std::unordered_map<int, memory>{
-            {DNNL_ARG_SRC, src}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}, {DNNL_ARG_DIFF_DST, ddst},
-            {DNNL_ARG_SCALE, scale}, {DNNL_ARG_SHIFT, shift}, {DNNL_ARG_DIFF_SRC, dsrc},
-            {DNNL_ARG_DIFF_SCALE, dscale}, {DNNL_ARG_DIFF_SHIFT, dshift}});
+        auto bargs = std::make_shared<std::unordered_map<int, memory>>(
+            std::unordered_map<int, memory>{{DNNL_ARG_SRC, src},
+                                            {DNNL_ARG_MEAN, mean},
+                                            {DNNL_ARG_VARIANCE, var},
+                                            {DNNL_ARG_DIFF_DST, ddst},
+                                            {DNNL_ARG_SCALE, scale},
+                                            {DNNL_ARG_SHIFT, shift},
+                                            {DNNL_ARG_DIFF_SRC, dsrc},
+                                            {DNNL_ARG_DIFF_SCALE, dscale},
+                                            {DNNL_ARG_DIFF_SHIFT, dshift}});
         fn = [bwd, bargs, strm]() mutable {
           bwd->execute(strm, *bargs);
           strm.wait();
@@ -621,8 +672,8 @@ void run_dtype(const Args& args, const Arena& arena, const std::string& dtype) {
 
 void print_info() {
   const auto* v = dnnl::version();
-  std::cout << "{\"kind\": \"info\", \"build\": " << json_str(ADDNORM_BENCH_BUILD_INFO) << ", \"onednn\": \"" << v->major
-            << "." << v->minor << "." << v->patch << "\", \"omp_max_threads\": " << omp_get_max_threads()
+  std::cout << "{\"kind\": \"info\", \"build\": " << json_str(ADDNORM_BENCH_BUILD_INFO) << ", \"onednn\": \""
+            << v->major << "." << v->minor << "." << v->patch << "\", \"omp_max_threads\": " << omp_get_max_threads()
             << ", \"kernels_probed\": " << (kKernelsProbed ? "true" : "false") << ", \"kernels\": {";
   bool first = true;
   for_each_dtype([&]<class T>(T) {

@@ -12,10 +12,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "addnorm/core/parallel.hpp"
 #include "addnorm/nn/gpt_model.hpp"
@@ -28,7 +28,7 @@ namespace nn = addnorm::nn;
 struct Options {
   int threads = 2, steps = 5, warmup = 2;
   int64_t batch = 32, seq = 128, layers = 6, vocab = 8192, d_model = 256, heads = 4, d_ff = 1024;
-  std::string models = "encoder,decoder";
+  std::vector<std::string> models{"encoder", "decoder"};
 };
 
 double run(const std::string& which, const Options& o, double& loss_out) {
@@ -76,45 +76,34 @@ double run(const std::string& which, const Options& o, double& loss_out) {
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
-    auto num = [&] {
-      if (v == nullptr) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      ++i;
-      return std::atoll(v);
-    };
-    if (a == "--threads") o.threads = static_cast<int>(num());
-    else if (a == "--steps") o.steps = static_cast<int>(num());
-    else if (a == "--warmup") o.warmup = static_cast<int>(num());
-    else if (a == "--batch") o.batch = num();
-    else if (a == "--seq") o.seq = num();
-    else if (a == "--layers") o.layers = num();
-    else if (a == "--vocab") o.vocab = num();
-    else if (a == "--models" && v != nullptr) o.models = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--steps N] [--warmup N] [--batch B] [--seq T] [--layers L] "
-                   "[--vocab V] [--models encoder,decoder]\n", argv[0]);
-      return 2;
-    }
-  }
-  if (o.steps < 1 || o.threads < 1) {
-    std::fprintf(stderr, "--steps and --threads must be >= 1\n");
-    return 2;
+  CLI::App app{"addnorm_train_step: one timed training step of two small transformers (JSON lines)"};
+  app.add_option("--threads", o.threads, "threads")->check(CLI::Range(1, 1024));
+  app.add_option("--steps", o.steps, "timed steps (the median is reported)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::Range(0, 1000000));
+  app.add_option("--batch", o.batch, "sequences per step")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--seq", o.seq, "tokens per sequence")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--layers", o.layers, "layers per model")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--vocab", o.vocab, "vocabulary size")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--models", o.models, "encoder, decoder or both")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"encoder", "decoder"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
   }
   try {
     addnorm::set_num_threads(o.threads);
     for (const char* which : {"encoder", "decoder"}) {
-      if (o.models.find(which) == std::string::npos) continue;
+      if (std::find(o.models.begin(), o.models.end(), which) == o.models.end()) continue;
       double loss = 0;
       const double t = run(which, o, loss);
-      std::printf("{\"impl\": \"addnorm\", \"model\": \"%s\", \"threads\": %d, \"batch\": %lld, \"seq\": %lld, "
-                  "\"seconds_per_step\": %.6f, \"tokens_per_second\": %.1f, \"loss\": %.6f}\n",
-                  which, o.threads, static_cast<long long>(o.batch), static_cast<long long>(o.seq), t,
-                  static_cast<double>(o.batch * o.seq) / t, loss);
+      std::printf(
+          "{\"impl\": \"addnorm\", \"model\": \"%s\", \"threads\": %d, \"batch\": %lld, \"seq\": %lld, "
+          "\"seconds_per_step\": %.6f, \"tokens_per_second\": %.1f, \"loss\": %.6f}\n",
+          which, o.threads, static_cast<long long>(o.batch), static_cast<long long>(o.seq), t,
+          static_cast<double>(o.batch * o.seq) / t, loss);
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

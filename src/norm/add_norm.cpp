@@ -73,7 +73,7 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
   const C* b = detail::in_compute_type<1>(beta);
   const C alpha = static_cast<C>(options.alpha);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
-  const bool stream = rows * d * static_cast<int64_t>(sizeof(T) + sizeof(R)) > detail::kStreamBytes;
+  const bool stream = detail::stream_output(rows, d, sizeof(T) + sizeof(R));
   const auto& ops = detail::row_ops<T>();
   const auto forward_row = [&] {
     if constexpr (std::is_same_v<T, R>)
@@ -130,7 +130,7 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
   const detail::RowChunks chunks(rows);
   detail::ParamPartials<S> partials(chunks.count, d, !dgamma.empty(), !dbeta.empty());
   const int nt = threads_for(rows * d, kMinWorkPerThread);
-  const bool stream = rows * d * static_cast<int64_t>(sizeof(T) + sizeof(R)) > detail::kStreamBytes;
+  const bool stream = detail::stream_output(rows, d, sizeof(T) + sizeof(R));
   const auto& ops = detail::row_ops<T>();
   constexpr bool kF32Stream = !std::is_same_v<T, R>;
   const auto ln_backward_c = [&] {

@@ -205,7 +205,7 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const auto& ops = detail::row_ops<T>();
   // Large outputs are streamed and the next rows of x prefetched, as in the row-wise norms.
-  const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
+  const bool stream = detail::stream_output(rows, d, sizeof(T));
   detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t r, bool has_next) {
     const T* xr = x.row(r);
     T* yr = y.row(r);

@@ -32,7 +32,7 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   const auto* g = detail::in_compute_type<0>(gamma);
   const auto* b = detail::in_compute_type<1>(beta);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
-  const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
+  const bool stream = detail::stream_output(rows, d, sizeof(T));
   const auto& ops = detail::row_ops<T>();
   const auto save = [&](int64_t r, const detail::RowMeanRstd& st) {
     if (!mean.empty()) mean[r] = static_cast<stat_t<T>>(st.mean);
@@ -84,7 +84,7 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   const detail::RowChunks chunks(rows);
   detail::ParamPartials<S> partials(chunks.count, d, want_dg, want_db);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
-  const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
+  const bool stream = detail::stream_output(rows, d, sizeof(T));
   const auto& ops = detail::row_ops<T>();
 
   const bool prefetch = detail::prefetch_rows(stream, d * static_cast<int64_t>(sizeof(T)));

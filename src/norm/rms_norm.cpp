@@ -27,7 +27,7 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
   const int64_t rows = x.rows(), d = x.cols();
   const auto* g = detail::in_compute_type<0>(gamma);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
-  const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
+  const bool stream = detail::stream_output(rows, d, sizeof(T));
   const auto& ops = detail::row_ops<T>();
 
   detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t r, bool has_next) {
@@ -59,7 +59,7 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   const detail::RowChunks chunks(rows);
   detail::ParamPartials<S> partials(chunks.count, d, !dgamma.empty(), false);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
-  const bool stream = rows * d * static_cast<int64_t>(sizeof(T)) > detail::kStreamBytes;
+  const bool stream = detail::stream_output(rows, d, sizeof(T));
   const auto& ops = detail::row_ops<T>();
 
   detail::for_chunk_rows(chunks, nt, stream, d * static_cast<int64_t>(sizeof(T)),

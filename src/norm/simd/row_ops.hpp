@@ -135,6 +135,10 @@ inline constexpr int64_t kShortRowBytes = 1024;
 // store_fence() (a fence per row cost up to a quarter of the bandwidth with 2 threads).
 inline constexpr int64_t kStreamBytes = int64_t{8} << 20;
 
+// Whether a call's outputs ((rows, d) elements of elem_bytes each, all outputs together) are large
+// enough to stream.
+inline bool stream_output(int64_t rows, int64_t d, int64_t elem_bytes) { return rows * d * elem_bytes > kStreamBytes; }
+
 // Orders this thread's streaming stores before anything it does next (sfence; SSE, every x86-64).
 inline void store_fence() { __builtin_ia32_sfence(); }
 
