@@ -11,7 +11,7 @@
 #include "addnorm/nn/init.hpp"
 #include "addnorm/nn/softmax.hpp"
 #include "buffer.hpp"
-#include "../norm/simd/row_ops.hpp"
+#include "simd/row_ops.hpp"
 
 namespace addnorm::nn {
 

@@ -1,7 +1,7 @@
 // Counter-based dropout. See include/addnorm/nn/dropout.hpp.
 #include "addnorm/nn/dropout.hpp"
 
-#include "../norm/simd/row_ops.hpp"
+#include "simd/row_ops.hpp"
 #include "addnorm/core/error.hpp"
 #include "addnorm/core/parallel.hpp"
 

@@ -7,7 +7,7 @@
 #include "addnorm/core/error.hpp"
 #include "addnorm/core/parallel.hpp"
 #include "buffer.hpp"
-#include "../norm/simd/row_ops.hpp"
+#include "simd/row_ops.hpp"
 
 namespace addnorm::nn {
 

@@ -3,11 +3,11 @@
 
 #include "addnorm/core/error.hpp"
 #include "addnorm/norm/types.hpp"
-#include "../norm/simd/row_ops.hpp"
+#include "simd/row_ops.hpp"
 
 namespace addnorm::nn {
 
-// The row kernel of the current SIMD target (src/norm/simd/math_kernels.inc): a vectorized exp for
+// The row kernel of the current SIMD target (src/simd/math_kernels.inc): a vectorized exp for
 // float, std::exp for double; NaN, all -inf and +inf rows handled as documented in the header.
 template <class T>
 void softmax_row_inplace(T* row, int64_t n) {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "../../src/norm/simd/row_ops.hpp"
+#include "../../src/simd/row_ops.hpp"
 #include "norm_testing.hpp"
 #include "addnorm/core/philox.hpp"
 #include "addnorm/norm/dropout.hpp"

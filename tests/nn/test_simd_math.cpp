@@ -1,4 +1,4 @@
-// nn: the SIMD row kernels behind the transformer layers (src/norm/simd/math_kernels.inc), on every
+// nn: the SIMD row kernels behind the transformer layers (src/simd/math_kernels.inc), on every
 // target this CPU runs: softmax (vectorized exp for float) against a double reference, the
 // special rows (NaN, all masked, +inf), dropout against DropoutSpec::keep element by element for
 // starts that are not multiples of the 64-element Philox group, and cross-entropy loss and
