@@ -538,6 +538,21 @@ constexpr dnnl::memory::data_type dnnl_type() {
   return dnnl::memory::data_type::undef;
 }
 
+// The arguments of a normalization primitive's forward (layer or batch), shared with the closure
+// that runs it.
+std::shared_ptr<std::unordered_map<int, dnnl::memory>> forward_args(const dnnl::memory& src, const dnnl::memory& dst,
+                                                                    const dnnl::memory& mean, const dnnl::memory& var,
+                                                                    const dnnl::memory& scale,
+                                                                    const dnnl::memory& shift) {
+  return std::make_shared<std::unordered_map<int, dnnl::memory>>(
+      std::unordered_map<int, dnnl::memory>{{DNNL_ARG_SRC, src},
+                                            {DNNL_ARG_DST, dst},
+                                            {DNNL_ARG_MEAN, mean},
+                                            {DNNL_ARG_VARIANCE, var},
+                                            {DNNL_ARG_SCALE, scale},
+                                            {DNNL_ARG_SHIFT, shift}});
+}
+
 template <class T>
 void run_onednn(const Case& c, const Args& args, const Arena& a, const Bufs<T>& b) {
   using dnnl::memory;
@@ -580,13 +595,7 @@ void run_onednn(const Case& c, const Args& args, const Arena& a, const Bufs<T>& 
       const dnnl::batch_normalization_forward::primitive_desc pd(desc, eng);
       impl_info = pd.impl_info_str();
       auto prim = std::make_shared<dnnl::batch_normalization_forward>(pd);
-      auto margs =
-          std::make_shared<std::unordered_map<int, memory>>(std::unordered_map<int, memory>{{DNNL_ARG_SRC, src4},
-                                                                                            {DNNL_ARG_DST, dst4},
-                                                                                            {DNNL_ARG_MEAN, mean},
-                                                                                            {DNNL_ARG_VARIANCE, var},
-                                                                                            {DNNL_ARG_SCALE, scale},
-                                                                                            {DNNL_ARG_SHIFT, shift}});
+      auto margs = forward_args(src4, dst4, mean, var, scale, shift);
       fn = [prim, margs, strm]() mutable {
         prim->execute(strm, *margs);
         strm.wait();
@@ -598,13 +607,7 @@ void run_onednn(const Case& c, const Args& args, const Arena& a, const Bufs<T>& 
                                                           static_cast<float>(kEps), flags);
       const dnnl::layer_normalization_forward::primitive_desc fpd(fdesc, eng);
       auto fwd = std::make_shared<dnnl::layer_normalization_forward>(fpd);
-      auto fargs =
-          std::make_shared<std::unordered_map<int, memory>>(std::unordered_map<int, memory>{{DNNL_ARG_SRC, src},
-                                                                                            {DNNL_ARG_DST, dst},
-                                                                                            {DNNL_ARG_MEAN, mean},
-                                                                                            {DNNL_ARG_VARIANCE, var},
-                                                                                            {DNNL_ARG_SCALE, scale},
-                                                                                            {DNNL_ARG_SHIFT, shift}});
+      auto fargs = forward_args(src, dst, mean, var, scale, shift);
       if (c.op == Op::layer_norm_fwd) {
         impl_info = fpd.impl_info_str();
         fn = [fwd, fargs, strm]() mutable {
