@@ -16,16 +16,24 @@ namespace addnorm::detail {
 // costs more than a short row's work (measured: 65536 x 64 f32 lost a third).
 inline bool prefetch_rows(bool stream, int64_t row_bytes) { return stream && row_bytes >= kShortRowBytes; }
 
+// block(begin, end) for one contiguous block of rows per thread, on `threads` threads. `large`:
+// the output is streamed (fenced at the end of each block).
+template <class F>
+void for_thread_blocks(int64_t rows, int threads, bool large, F&& block) {
+  const int64_t nt = threads < 1 ? 1 : threads;
+  parallel_for(nt, static_cast<int>(nt), [&](int64_t t) {
+    block(rows * t / nt, rows * (t + 1) / nt);
+    if (large) store_fence();
+  });
+}
+
 // f(r, has_next) for 0 <= r < rows on `threads` threads; has_next: row r + 1 exists and is worth
 // prefetching. `large`: the output is streamed (fenced at the end of each block).
 template <class F>
 void for_row_blocks(int64_t rows, int threads, bool large, int64_t row_bytes, F&& f) {
-  const int64_t nt = threads < 1 ? 1 : threads;
   const bool pf = prefetch_rows(large, row_bytes);
-  parallel_for(nt, static_cast<int>(nt), [&](int64_t t) {
-    const int64_t begin = rows * t / nt, end = rows * (t + 1) / nt;
+  for_thread_blocks(rows, threads, large, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) f(r, pf && r + 1 < rows);
-    if (large) store_fence();
   });
 }
 
@@ -33,12 +41,9 @@ void for_row_blocks(int64_t rows, int threads, bool large, int64_t row_bytes, F&
 // blocks as for_row_blocks (a block's last batch may be shorter), for short rows (nothing is
 // prefetched). `large`: the output may be streamed (fenced at the end of each block).
 template <class F>
-void for_row_batches(int64_t rows, int threads, int64_t batch, F&& f, bool large = false) {
-  const int64_t nt = threads < 1 ? 1 : threads;
-  parallel_for(nt, static_cast<int>(nt), [&](int64_t t) {
-    const int64_t begin = rows * t / nt, end = rows * (t + 1) / nt;
+void for_row_batches(int64_t rows, int threads, bool large, int64_t batch, F&& f) {
+  for_thread_blocks(rows, threads, large, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; r += batch) f(r, end - r < batch ? end - r : batch);
-    if (large) store_fence();
   });
 }
 
