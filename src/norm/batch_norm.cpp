@@ -52,6 +52,16 @@ class ValidRows {
   int64_t* valid_ = nullptr;
 };
 
+// out[i] = sum over chunks k in order of part[k * width + i], i < width: the chunk partial sums of
+// the column passes added in chunk order.
+void sum_chunks(double* out, const double* part, int64_t chunks, int64_t width) {
+  std::fill(out, out + width, 0.0);
+  for (int64_t k = 0; k < chunks; ++k) {
+    const double* p = part + k * width;
+    for (int64_t i = 0; i < width; ++i) out[i] += p[i];
+  }
+}
+
 // Per column over the valid rows: mean and variance (divides by n), in double, in row order.
 //
 // The valid rows are cut into fixed chunks (RowChunks over the n valid rows: independent of the
@@ -115,14 +125,7 @@ void column_mean_var(double* mean, double* var, View2D<const T> x, std::span<con
         }
       }
     });
-    std::fill(t1, t1 + 2 * d, 0.0);
-    for (int64_t k = 0; k < chunks.count; ++k) {
-      const double* s1 = part + k * 2 * d;
-      for (int64_t c = 0; c < d; ++c) {
-        t1[c] += s1[c];
-        t2[c] += s1[d + c];
-      }
-    }
+    sum_chunks(t1, part, chunks.count, 2 * d);  // t1 | t2
     bool any_far = false;
     for (int64_t c = 0; c < d; ++c) {
       if (attempt == 1 && far[c] == 0) continue;
@@ -278,11 +281,7 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
     }
   });
   double* sums = detail::scratch<double, 0>(static_cast<size_t>(4 * d));
-  std::fill(sums, sums + 4 * d, 0.0);
-  for (int64_t k = 0; k < chunks.count; ++k) {
-    const double* p = part + k * 4 * d;
-    for (int64_t i = 0; i < 4 * d; ++i) sums[i] += p[i];
-  }
+  sum_chunks(sums, part, chunks.count, 4 * d);
   const double inv_n = 1.0 / static_cast<double>(n);
   C* k1 = detail::scratch<C, 1>(static_cast<size_t>(5 * d));
   C* k2 = k1 + d;
