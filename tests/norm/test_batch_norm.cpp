@@ -278,7 +278,6 @@ TEST(BatchNormMask, SameAsDroppingThePaddingRows) {
   }
 }
 
-// An all-ones mask is the same as no mask.
 // The column statistics shift each column by the mean of its first 16 valid rows; columns whose
 // first rows sit far from the rest (here 1e3 against N(0, 1), and -5e2 in every other column) are
 // redone around their mean, and all must match the reference. Mixed with ordinary columns.
@@ -305,6 +304,7 @@ TEST(BatchNorm, StatisticsWhenTheFirstRowsAreFarOff) {
   }
 }
 
+// An all-ones mask is the same as no mask.
 TEST(BatchNormMask, AllValidIsNoMask) {
   Rng rng(3);
   const int64_t rows = 12, d = 9;
