@@ -38,8 +38,8 @@ void for_row_blocks(int64_t rows, int threads, bool large, int64_t row_bytes, F&
 }
 
 // f(r, count) for batches of `batch` consecutive rows r .. r + count - 1, over the same per-thread
-// blocks as for_row_blocks (a block's last batch may be shorter), for short rows (nothing is
-// prefetched). `large`: the output may be streamed (fenced at the end of each block).
+// blocks as for_row_blocks (a block's last batch may be shorter); the batch kernel prefetches for
+// itself. `large`: the output may be streamed (fenced at the end of each block).
 template <class F>
 void for_row_batches(int64_t rows, int threads, bool large, int64_t batch, F&& f) {
   for_thread_blocks(rows, threads, large, [&](int64_t begin, int64_t end) {

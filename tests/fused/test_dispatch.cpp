@@ -323,12 +323,12 @@ TEST(DispatchBf16, DenormalAndNanOutputsAreTheSameOnEveryTarget) {
   for (size_t t = 1; t < bits.size(); ++t) EXPECT_EQ(bits[t], bits[0]) << "target " << t << " differs from the first";
 }
 
-// LayerNorm forward takes rows shorter than 1 KiB 16 at a time, their statistics in vector lanes
-// (ln_forward_short). It must give the same bits as the one-row kernel, which the fused Add & Norm
-// runs on s = h + 0. Counts of 1-37 rows cover partial batches; one row in five has a head far
-// from its mean (the row is redone on its own), one holds an Inf (done in double).
+// LayerNorm forward takes rows in batches of up to 16 (ln_forward_rows, 32 KiB a batch), their
+// statistics in vector lanes. It must give the same bits as the one-row kernel, which the fused
+// Add & Norm runs on s = h + 0. Counts of 1-37 rows cover partial batches; one row in five has a
+// head far from its mean (the row is redone on its own), one holds an Inf (done in double).
 template <class T>
-void check_short_rows_match_one_row(int64_t rows, int64_t d) {
+void check_batched_rows_match_one_row(int64_t rows, int64_t d) {
   SCOPED_TRACE(std::string(name<T>()) + " target " + addnorm::simd_target() + " rows " + std::to_string(rows) + " d " +
                std::to_string(d));
   Mat<T> h(rows, d, d, 0, 31, 0.5, 2.0), zero(rows, d, d, 0, 32, 0, 0), y1(rows, d, d, 0, 33, 0, 1),
@@ -352,12 +352,16 @@ void check_short_rows_match_one_row(int64_t rows, int64_t d) {
   }
 }
 
-TEST_P(Dispatch, ShortRowsMatchTheOneRowKernel) {
+TEST_P(Dispatch, BatchedRowsMatchTheOneRowKernel) {
+  // d = 700 and 2100: 16 and 3 f32 rows a batch (7 and 16 bf16); 4100 f32: row by row.
   for (int64_t rows : {1, 15, 16, 17, 37})
-    for (int64_t d : {16, 64, 100, 255}) {
-      check_short_rows_match_one_row<float>(rows, d);
-      check_short_rows_match_one_row<bf16>(rows, d);
+    for (int64_t d : {16, 64, 100, 255, 700, 2100, 4100}) {
+      check_batched_rows_match_one_row<float>(rows, d);
+      check_batched_rows_match_one_row<bf16>(rows, d);
     }
+  // Streamed outputs (over 8 MiB) of rows under 2 KiB: batches that prefetch the next batch's rows.
+  check_batched_rows_match_one_row<bf16>(6100, 700);
+  check_batched_rows_match_one_row<float>(7200, 300);
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedTargets, Dispatch, ::testing::ValuesIn(addnorm::supported_simd_targets()),
