@@ -41,7 +41,7 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   };
 
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
-  const int64_t batch = detail::ln_batch_rows(row_bytes, stream);
+  const int64_t batch = detail::norm_batch_rows(row_bytes, stream);
   if (ops.ln_forward_rows != nullptr && d >= 16 && batch >= 2) {
     // Batches of rows, their statistics reduced in vector lanes (bf16 8192 x 768 on one thread:
     // 32 -> 37 GB/s). Rows of 1 KiB or more prefetch the next batch's rows when streaming.

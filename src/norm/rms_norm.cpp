@@ -1,6 +1,7 @@
 // RMSNorm forward and backward. See include/addnorm/norm/rms_norm.hpp.
 #include "addnorm/norm/rms_norm.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "addnorm/core/parallel.hpp"
@@ -30,7 +31,21 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
   const bool stream = detail::stream_output(rows, d, sizeof(T));
   const auto& ops = detail::row_ops<T>();
 
-  detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t r, bool has_next) {
+  const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
+  const int64_t batch = detail::norm_batch_rows(row_bytes, stream);
+  if (batch >= 2) {
+    // Batches of rows: the sums of squares back to back, then the outputs (see rms_forward_rows).
+    const bool prefetch = detail::prefetch_rows(stream, row_bytes);
+    detail::for_row_batches(rows, nt, stream, batch, [&](int64_t r, int64_t count) {
+      double rs[16];
+      const int64_t ahead = prefetch ? std::min(count, rows - r - count) : 0;
+      ops.rms_forward_rows(y.row(r), y.stride(), x.row(r), x.stride(), g, count, d, eps, stream, ahead, rs);
+      if (!rstd.empty())
+        for (int64_t i = 0; i < count; ++i) rstd[r + i] = static_cast<stat_t<T>>(rs[i]);
+    });
+    return;
+  }
+  detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, bool has_next) {
     detail::NextRows next;
     const double rs = ops.rms_forward(y.row(r), x.row(r), g, d, eps, stream, detail::next_rows(next, has_next, r, x));
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(rs);

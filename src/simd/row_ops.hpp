@@ -55,6 +55,10 @@ struct RowOps {
   RowMeanRstd (*ln_forward)(T* y, const T* x, const C* g, const C* b, int64_t d, double eps, bool stream,
                             const NextRows* next);
   double (*rms_forward)(T* y, const T* x, const C* g, int64_t d, double eps, bool stream, const NextRows* next);
+  // RMSNorm forward of a batch of rows (as ln_forward_rows), the same results as rms_forward row by
+  // row; rstd: (count) =
+  void (*rms_forward_rows)(T* y, int64_t ys, const T* x, int64_t xs, const C* g, int64_t count, int64_t d, double eps,
+                           bool stream, int64_t ahead, double* rstd);
   // LayerNorm forward of a batch of up to 16 rows of 16 <= d elements, row r at x + r * xs and
   // y + r * ys, the same results as ln_forward row by row; `ahead` rows after the batch are
   // prefetched. Null for f64.
@@ -129,8 +133,9 @@ ADDNORM_DECLARE_TARGET(generic)
 // streamed only when made of whole cache lines (see streams() in vec.inc).
 inline constexpr int64_t kShortRowBytes = 1024;
 
-// LayerNorm forward takes rows in batches of up to 16 (ln_forward_rows) of at most this many bytes
-// together, so that a batch stays in L1 between its statistics and output passes.
+// LayerNorm and RMSNorm forward take rows in batches of up to 16 (ln_forward_rows,
+// rms_forward_rows) of at most this many bytes together, so that a batch stays in L1 between its
+// statistics and output passes.
 inline constexpr int64_t kBatchBytes = int64_t{32} << 10;
 
 // Streamed rows of this many bytes or more go one at a time: there the memory, not the statistics'
@@ -139,8 +144,8 @@ inline constexpr int64_t kBatchBytes = int64_t{32} << 10;
 // f32 8192 x 768 82 against 77; bf16 8192 x 768, 1.5 KiB rows, 65 against 70).
 inline constexpr int64_t kOneRowStreamBytes = 2048;
 
-// The rows per LayerNorm forward batch for rows of row_bytes (streamed or not); 1: row by row.
-inline int64_t ln_batch_rows(int64_t row_bytes, bool stream) {
+// The rows per forward batch for rows of row_bytes (streamed or not); 1: row by row.
+inline int64_t norm_batch_rows(int64_t row_bytes, bool stream) {
   if (stream && row_bytes >= kOneRowStreamBytes) return 1;
   const int64_t n = kBatchBytes / (row_bytes > 0 ? row_bytes : 1);
   return n < 1 ? 1 : n > 16 ? 16 : n;

@@ -324,8 +324,8 @@ TEST(DispatchBf16, DenormalAndNanOutputsAreTheSameOnEveryTarget) {
 }
 
 // LayerNorm forward takes rows in batches of up to 16 (ln_forward_rows, 32 KiB a batch), their
-// statistics in vector lanes. It must give the same bits as the one-row kernel, which the fused
-// Add & Norm runs on s = h + 0. Counts of 1-37 rows cover partial batches; one row in five has a
+// statistics in vector lanes; RMSNorm forward takes the same batches (rms_forward_rows). Each must
+// give the same bits as the one-row kernel, which the fused Add & Norm runs on s = h + 0. Counts of 1-37 rows cover partial batches; one row in five has a
 // head far from its mean (the row is redone on its own), one holds an Inf (done in double).
 template <class T>
 void check_batched_rows_match_one_row(int64_t rows, int64_t d) {
@@ -350,6 +350,17 @@ void check_batched_rows_match_one_row(int64_t rows, int64_t d) {
     EXPECT_TRUE(m1[r] == m2[r] || (std::isnan(m1[r]) && std::isnan(m2[r]))) << "mean of row " << r;
     EXPECT_TRUE(r1[r] == r2[r] || (std::isnan(r1[r]) && std::isnan(r2[r]))) << "rstd of row " << r;
   }
+  // RMSNorm: its batches (rms_forward_rows) against the fused kernel's one-row rms_forward.
+  addnorm::AddNormOptions rms;
+  rms.kind = addnorm::NormKind::rms;
+  addnorm::rms_norm_forward<T>(y1.view(), r1, h.cview(), gamma, rms.eps);
+  addnorm::add_norm_forward<T>(s.view(), y2.view(), {}, r2, h.cview(), zero.cview(), gamma, {}, rms);
+  for (size_t i = 0; i < static_cast<size_t>(rows * d); ++i) {
+    const double a = static_cast<double>(y1.buf[i]), b = static_cast<double>(y2.buf[i]);
+    ASSERT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << "RMSNorm, element " << i << ": " << a << " vs " << b;
+  }
+  for (size_t r = 0; r < r1.size(); ++r)
+    EXPECT_TRUE(r1[r] == r2[r] || (std::isnan(r1[r]) && std::isnan(r2[r]))) << "RMSNorm rstd of row " << r;
 }
 
 TEST_P(Dispatch, BatchedRowsMatchTheOneRowKernel) {
