@@ -364,9 +364,10 @@ void check_batched_rows_match_one_row(int64_t rows, int64_t d) {
 }
 
 TEST_P(Dispatch, BatchedRowsMatchTheOneRowKernel) {
-  // d = 700 and 2100: 16 and 3 f32 rows a batch (7 and 16 bf16); 4100 f32: row by row.
+  // d = 64 and 128: compiled for their width; 700 and 2100: 16 and 3 f32 rows a batch (7 and 16
+  // bf16); 4100 f32: row by row.
   for (int64_t rows : {1, 15, 16, 17, 37})
-    for (int64_t d : {16, 64, 100, 255, 700, 2100, 4100}) {
+    for (int64_t d : {16, 64, 100, 128, 255, 700, 2100, 4100}) {
       check_batched_rows_match_one_row<float>(rows, d);
       check_batched_rows_match_one_row<bf16>(rows, d);
     }
