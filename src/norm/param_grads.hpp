@@ -19,9 +19,9 @@ struct RowChunks {
   static constexpr int64_t kMaxChunks = 64;
   static constexpr int64_t kMinRows = 8;
   int64_t rows, per_chunk, count;
-  explicit RowChunks(int64_t n)
+  explicit RowChunks(int64_t n, int64_t min_rows = kMinRows)
       : rows(n),
-        per_chunk(std::max<int64_t>(kMinRows, (n + kMaxChunks - 1) / kMaxChunks)),
+        per_chunk(std::max<int64_t>(min_rows, (n + kMaxChunks - 1) / kMaxChunks)),
         count((n + per_chunk - 1) / per_chunk) {}
   [[nodiscard]] int64_t begin(int64_t k) const { return k * per_chunk; }
   [[nodiscard]] int64_t end(int64_t k) const { return std::min(rows, (k + 1) * per_chunk); }
