@@ -212,7 +212,7 @@ void check_f32_stream(int64_t rows, int64_t d) {
 
 template <class T>
 void sweep() {
-  for (int64_t d : {1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 768, 1000})
+  for (int64_t d : {1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129, 768, 1000})
     for (auto [pad, shift] : {std::pair<int64_t, int64_t>{0, 0}, {3, 1}})
       check_case<T>(5, d, pad, shift, d % 2 == 0 ? 0.0 : 100.0);
   check_case<T>(1, 4099, 0, 1, 3.0);

@@ -125,7 +125,7 @@ struct Shape {
 std::vector<Shape> sweep_shapes() {
   std::vector<Shape> out;
   for (int64_t rows : {0, 1, 5, 257})
-    for (int64_t d : {1, 2, 3, 7, 8, 15, 16, 17, 64, 768, 4099}) out.push_back({rows, d});
+    for (int64_t d : {1, 2, 3, 7, 8, 15, 16, 17, 64, 128, 768, 4099}) out.push_back({rows, d});
   return out;
 }
 
