@@ -44,11 +44,10 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   const int64_t batch = detail::norm_batch_rows(row_bytes, stream);
   if (ops.ln_forward_rows != nullptr && d >= 16 && batch >= 2) {
     // Batches of rows, their statistics reduced in vector lanes (bf16 8192 x 768 on one thread:
-    // 32 -> 37 GB/s). Rows of 1 KiB or more prefetch the next batch's rows when streaming.
-    const bool prefetch = detail::prefetch_rows(stream, row_bytes);
+    // 32 -> 37 GB/s); each batch prefetches the next one's rows (see ln_forward_rows).
     detail::for_row_batches(rows, nt, stream, batch, [&](int64_t r, int64_t count) {
       detail::RowMeanRstd st[16];
-      const int64_t ahead = prefetch ? std::min(count, rows - r - count) : 0;
+      const int64_t ahead = std::min(count, rows - r - count);
       ops.ln_forward_rows(y.row(r), y.stride(), x.row(r), x.stride(), g, b, count, d, eps, stream, ahead, st);
       for (int64_t i = 0; i < count; ++i) save(r + i, st[i]);
     });
