@@ -268,9 +268,7 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   // Per column: sums of g * x_hat, g, dy * x_hat and dy over the valid rows, in row order: fixed
   // chunks of valid rows (as in column_mean_var), partial sums per chunk added in chunk order.
   const ValidRows row_of(mask, rows, n);
-  // Chunks of at least 64 rows: each chunk zeroes, sweeps and hands in two rows of d partial sums,
-  // which for 8-row chunks cost more than the rows themselves (32 x 1024: one chunk instead of 4).
-  const detail::RowChunks chunks(n, 64);
+  const detail::RowChunks chunks(n);
   double* part = detail::scratch<double, 2>(static_cast<size_t>(chunks.count * 4 * d));
   double* hat = detail::scratch<double, 3>(static_cast<size_t>(3 * d));  // mean, rstd, gamma in double
   for (int64_t c = 0; c < d; ++c) {
