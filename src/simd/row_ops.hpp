@@ -80,6 +80,12 @@ struct RowOps {
   RowMeanRstd (*add_norm_forward_row)(T* s, T* y, const T* h, const T* f, const C* keep, C alpha, const C* g,
                                       const C* b, int64_t d, double eps, bool layer, bool stream, T* t,
                                       const NextRows* next);
+  // The fused forward of a batch of up to 16 rows (row r of each at + r * its stride; keep: (count, d)
+  // or null), the same results as add_norm_forward_row row by row; `ahead` rows of h and f after the
+  // batch are prefetched; t: (count, d) scratch. Null for f64.
+  void (*add_norm_forward_rows)(T* s, int64_t ss, T* y, int64_t ys, const T* h, int64_t hs, const T* f, int64_t fs,
+                                const C* keep, C alpha, const C* g, const C* b, int64_t count, int64_t d, double eps,
+                                bool layer, bool stream, int64_t ahead, T* t, RowMeanRstd* st) = nullptr;
   void (*add_norm_backward_finish)(T* dh, T* df, C* t, const T* ds, const C* keep, C alpha, int64_t d, bool stream,
                                    const NextRows* next);
   // The same with the residual stream (s, h, dh, ds) kept in f32 (for bf16/f16 data).

@@ -327,40 +327,86 @@ TEST(DispatchBf16, DenormalAndNanOutputsAreTheSameOnEveryTarget) {
 // statistics in vector lanes; RMSNorm forward takes the same batches (rms_forward_rows). Each must
 // give the same bits as the one-row kernel, which the fused Add & Norm runs on s = h + 0. Counts of 1-37 rows cover partial batches; one row in five has a
 // head far from its mean (the row is redone on its own), one holds an Inf (done in double).
+// add_norm_forward one row per call, which takes the one-row kernel (a call of one row is not
+// batched); the dropout stream goes on at offset r * d as in a call over all rows.
+template <class T>
+void fused_row_by_row(Mat<T>& s, Mat<T>& y, std::vector<addnorm::stat_t<T>>& mean,
+                      std::vector<addnorm::stat_t<T>>& rstd, const Mat<T>& h, const Mat<T>& f,
+                      const std::vector<T>& gamma, const std::vector<T>& beta, const addnorm::AddNormOptions& o) {
+  const int64_t d = h.d;
+  const auto row = [d](auto& m, int64_t r) { return View2D<T>(m.buf.data() + m.shift + r * m.stride, 1, d); };
+  const auto crow = [d](const Mat<T>& m, int64_t r) {
+    return View2D<const T>(m.buf.data() + m.shift + r * m.stride, 1, d);
+  };
+  for (int64_t r = 0; r < h.rows; ++r) {
+    addnorm::AddNormOptions one = o;
+    one.dropout.offset = o.dropout.offset + static_cast<uint64_t>(r * d);
+    const bool layer = o.kind == addnorm::NormKind::layer;
+    addnorm::add_norm_forward<T>(row(s, r), row(y, r), layer ? std::span(mean).subspan(static_cast<size_t>(r), 1)
+                                                              : std::span<addnorm::stat_t<T>>{},
+                                 std::span(rstd).subspan(static_cast<size_t>(r), 1), crow(h, r), crow(f, r), gamma,
+                                 layer ? std::span<const T>(beta) : std::span<const T>{}, one);
+  }
+}
+
+template <class T>
+::testing::AssertionResult same_bits(const std::vector<T>& a, const std::vector<T>& b, size_t n, const char* what) {
+  for (size_t i = 0; i < n; ++i) {
+    const double u = static_cast<double>(a[i]), v = static_cast<double>(b[i]);
+    if (!(u == v || (std::isnan(u) && std::isnan(v))))
+      return ::testing::AssertionFailure() << what << ", element " << i << ": " << u << " vs " << v;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 template <class T>
 void check_batched_rows_match_one_row(int64_t rows, int64_t d) {
   SCOPED_TRACE(std::string(name<T>()) + " target " + addnorm::simd_target() + " rows " + std::to_string(rows) + " d " +
                std::to_string(d));
-  Mat<T> h(rows, d, d, 0, 31, 0.5, 2.0), zero(rows, d, d, 0, 32, 0, 0), y1(rows, d, d, 0, 33, 0, 1),
-      y2(rows, d, d, 0, 34, 0, 1), s(rows, d, d, 0, 35, 0, 1);
+  using S = addnorm::stat_t<T>;
+  Mat<T> h(rows, d, d, 0, 31, 0.5, 2.0), zero(rows, d, d, 0, 32, 0, 0), f(rows, d, d, 0, 36, -0.3, 1.5),
+      y1(rows, d, d, 0, 33, 0, 1), y2(rows, d, d, 0, 34, 0, 1), s1(rows, d, d, 0, 35, 0, 1), s2(rows, d, d, 0, 37, 0, 1);
   for (int64_t r = 0; r < rows; r += 5)
     for (int64_t c = 0; c < 16; ++c)
       h.buf[static_cast<size_t>(r * d + c)] = static_cast<T>(300.0 + static_cast<double>(c));
   if (rows > 3) h.buf[static_cast<size_t>(3 * d + d / 2)] = static_cast<T>(INFINITY);
   const auto gamma = params<T>(d, 7, 1.0), beta = params<T>(d, 8, 0.0);
-  std::vector<addnorm::stat_t<T>> m1(static_cast<size_t>(rows)), r1(static_cast<size_t>(rows)),
-      m2(static_cast<size_t>(rows)), r2(static_cast<size_t>(rows));
+  const auto n = static_cast<size_t>(rows);
+  std::vector<S> m1(n), r1(n), m2(n), r2(n);
+  const size_t all = static_cast<size_t>(rows * d);  // (buf has one element more)
+
+  // LayerNorm's batches (ln_forward_rows) against the fused kernel's one-row LayerNorm (f = 0).
   addnorm::layer_norm_forward<T>(y1.view(), m1, r1, h.cview(), gamma, beta, 1e-5);
-  addnorm::add_norm_forward<T>(s.view(), y2.view(), m2, r2, h.cview(), zero.cview(), gamma, beta, {});
-  for (size_t i = 0; i < static_cast<size_t>(rows * d); ++i) {  // (buf has one element more)
-    const double a = static_cast<double>(y1.buf[i]), b = static_cast<double>(y2.buf[i]);
-    ASSERT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << "element " << i << ": " << a << " vs " << b;
-  }
-  for (size_t r = 0; r < m1.size(); ++r) {
-    EXPECT_TRUE(m1[r] == m2[r] || (std::isnan(m1[r]) && std::isnan(m2[r]))) << "mean of row " << r;
-    EXPECT_TRUE(r1[r] == r2[r] || (std::isnan(r1[r]) && std::isnan(r2[r]))) << "rstd of row " << r;
-  }
-  // RMSNorm: its batches (rms_forward_rows) against the fused kernel's one-row rms_forward.
+  fused_row_by_row<T>(s2, y2, m2, r2, h, zero, gamma, beta, {});
+  ASSERT_TRUE(same_bits(y1.buf, y2.buf, all, "LayerNorm y"));
+  EXPECT_TRUE(same_bits(m1, m2, n, "LayerNorm mean"));
+  EXPECT_TRUE(same_bits(r1, r2, n, "LayerNorm rstd"));
+
+  // The fused forward with dropout over all rows (batched when the rows are short) against the same
+  // one row at a time: residual stream, output and statistics.
+  addnorm::AddNormOptions drop;
+  drop.dropout = {0.1, 99, 12345};
+  addnorm::add_norm_forward<T>(s1.view(), y1.view(), m1, r1, h.cview(), f.cview(), gamma, beta, drop);
+  fused_row_by_row<T>(s2, y2, m2, r2, h, f, gamma, beta, drop);
+  ASSERT_TRUE(same_bits(s1.buf, s2.buf, all, "fused LayerNorm s"));
+  ASSERT_TRUE(same_bits(y1.buf, y2.buf, all, "fused LayerNorm y"));
+  EXPECT_TRUE(same_bits(m1, m2, n, "fused LayerNorm mean"));
+  EXPECT_TRUE(same_bits(r1, r2, n, "fused LayerNorm rstd"));
+
+  // RMSNorm: its batches (rms_forward_rows) against the fused kernel's one-row rms_forward, and the
+  // fused RMSNorm with dropout.
   addnorm::AddNormOptions rms;
   rms.kind = addnorm::NormKind::rms;
   addnorm::rms_norm_forward<T>(y1.view(), r1, h.cview(), gamma, rms.eps);
-  addnorm::add_norm_forward<T>(s.view(), y2.view(), {}, r2, h.cview(), zero.cview(), gamma, {}, rms);
-  for (size_t i = 0; i < static_cast<size_t>(rows * d); ++i) {
-    const double a = static_cast<double>(y1.buf[i]), b = static_cast<double>(y2.buf[i]);
-    ASSERT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << "RMSNorm, element " << i << ": " << a << " vs " << b;
-  }
-  for (size_t r = 0; r < r1.size(); ++r)
-    EXPECT_TRUE(r1[r] == r2[r] || (std::isnan(r1[r]) && std::isnan(r2[r]))) << "RMSNorm rstd of row " << r;
+  fused_row_by_row<T>(s2, y2, m2, r2, h, zero, gamma, beta, rms);
+  ASSERT_TRUE(same_bits(y1.buf, y2.buf, all, "RMSNorm y"));
+  EXPECT_TRUE(same_bits(r1, r2, n, "RMSNorm rstd"));
+  rms.dropout = drop.dropout;
+  addnorm::add_norm_forward<T>(s1.view(), y1.view(), {}, r1, h.cview(), f.cview(), gamma, {}, rms);
+  fused_row_by_row<T>(s2, y2, m2, r2, h, f, gamma, beta, rms);
+  ASSERT_TRUE(same_bits(s1.buf, s2.buf, all, "fused RMSNorm s"));
+  ASSERT_TRUE(same_bits(y1.buf, y2.buf, all, "fused RMSNorm y"));
+  EXPECT_TRUE(same_bits(r1, r2, n, "fused RMSNorm rstd"));
 }
 
 TEST_P(Dispatch, BatchedRowsMatchTheOneRowKernel) {
@@ -374,6 +420,9 @@ TEST_P(Dispatch, BatchedRowsMatchTheOneRowKernel) {
   // Streamed outputs (over 8 MiB) of rows under 2 KiB: batches that prefetch the next batch's rows.
   check_batched_rows_match_one_row<bf16>(6100, 700);
   check_batched_rows_match_one_row<float>(7200, 300);
+  // Streamed short rows: the fused forward's batches (d * sizeof(T) < 1 KiB; f32 ones prefetch).
+  check_batched_rows_match_one_row<bf16>(33000, 100);
+  check_batched_rows_match_one_row<float>(20000, 100);
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedTargets, Dispatch, ::testing::ValuesIn(addnorm::supported_simd_targets()),
