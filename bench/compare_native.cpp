@@ -1,6 +1,7 @@
 // addnorm_compare: the native half of bench/compare. Measures, in one process,
 //   - the machine's STREAM triad a[i] = b[i] + s * c[i] on large double arrays, with ordinary and
-//     with streaming (non-temporal) stores,
+//     with streaming (non-temporal) stores, and a short one before and after each group of cases
+//     (one dtype, shape and thread count: "triad_near" lines),
 //   - addnorm's kernels, and
 //   - oneDNN's layer_normalization (forward and backward) and batch_normalization (forward),
 // and prints one JSON object per line on stdout (progress goes to stderr). bench/compare runs it,
@@ -301,6 +302,43 @@ void run_triad(const Args& args) {
                 << " GB/s\n";
     }
   }
+}
+
+// A short triad (streaming stores, three 64 MiB arrays, the best of 5 passes: about 20 ms) on t
+// threads, run before and after each group of cases (one dtype, shape and thread count), so that
+// bench/compare can tell which bandwidth state of a shared machine the group ran in. Prints a
+// "triad_near" line for the group.
+void run_triad_near(const Shape& sh, const std::string& dtype, int t, const char* when) {
+  constexpr int64_t n = int64_t{8} << 20;  // doubles per array
+  static Buffer<double> a(static_cast<size_t>(n)), b(static_cast<size_t>(n)), c(static_cast<size_t>(n));
+  static bool touched = false;
+  if (!touched) {
+    for (int64_t i = 0; i < n; ++i) {
+      a.data()[i] = 0.0;
+      b.data()[i] = 1.0;
+      c.data()[i] = 2.0;
+    }
+    touched = true;
+  }
+  double* pa = a.data();
+  const double *pb = b.data(), *pc = c.data();
+  auto pass = [&] {
+    if (!triad_streaming(pa, pb, pc, 3.0, n, t)) {
+#pragma omp parallel for schedule(static) num_threads(t)
+      for (int64_t i = 0; i < n; ++i) pa[i] = pb[i] + 3.0 * pc[i];
+    }
+  };
+  pass();
+  double best = 1e30;
+  for (int k = 0; k < 5; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pass();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const double gbps = 3.0 * static_cast<double>(n) * sizeof(double) / best / 1e9;
+  std::cout << "{\"kind\": \"triad_near\", \"dtype\": " << json_str(dtype) << ", \"rows\": " << sh.rows
+            << ", \"d\": " << sh.d << ", \"threads\": " << t << ", \"when\": \"" << when
+            << "\", \"gbps\": " << json_num(gbps) << "}" << std::endl;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -658,6 +696,8 @@ void run_dtype(const Args& args, const Arena& arena, const std::string& dtype) {
     for (const int t : args.threads) {
       addnorm::set_num_threads(t);
       omp_set_num_threads(t);
+      const bool near = has(args.impls, "triad");
+      if (near) run_triad_near(sh, dtype, t, "before");
       for (const Op op : args.ops) {
         const Case c{op, dtype, sh, t};
         if (op == Op::batch_norm_fwd && sh.rows < 2) {
@@ -669,6 +709,7 @@ void run_dtype(const Args& args, const Arena& arena, const std::string& dtype) {
         if (has(args.impls, "addnorm")) run_addnorm<T>(c, args, b);
         if (has(args.impls, "onednn")) run_onednn<T>(c, args, arena, b);
       }
+      if (near) run_triad_near(sh, dtype, t, "after");
     }
   }
 }
