@@ -84,19 +84,23 @@ void column_mean_var(double* mean, double* var, View2D<const T> x, std::span<con
   const detail::RowChunks chunks(n, 64);
   double* part = detail::scratch<double, 2>(static_cast<size_t>(chunks.count * 2 * d));  // [chunk][s1 | s2]
   double* shift = detail::scratch<double, 3>(static_cast<size_t>(3 * d));
-  double* t1 = shift + d;  // the chunk sums in chunk order
-  double* t2 = t1 + d;
+  double* t1 = shift + d;  // the chunk sums in chunk order: t1 | t2, d each
   uint8_t* far = detail::scratch<uint8_t, 0>(static_cast<size_t>(d));
   const int nt = threads_for(n * d, kMinWorkPerThread);
-  std::fill(shift, shift + d, 0.0);
+  // The shift only has to be near the mean (the sums are exact about any k), so it is summed in
+  // the compute type (f32 for f32/bf16/f16: twice the lanes of double); k is that value, exactly.
+  using C = compute_t<T>;
+  C* ks = detail::scratch<C, 1>(static_cast<size_t>(d));
+  std::fill(ks, ks + d, C{0});
   const int64_t head = std::min<int64_t>(n, 16);
   for (int64_t j = 0; j < head; ++j) {
     const T* xr = x.row(row_of(j));
 #pragma omp simd
-    for (int64_t c = 0; c < d; ++c) shift[c] += static_cast<double>(xr[c]);
+    for (int64_t c = 0; c < d; ++c) ks[c] += static_cast<C>(xr[c]);
   }
+  const C inv_head = C{1} / static_cast<C>(head);
 #pragma omp simd
-  for (int64_t c = 0; c < d; ++c) shift[c] /= static_cast<double>(head);
+  for (int64_t c = 0; c < d; ++c) shift[c] = static_cast<double>(ks[c] * inv_head);
   for (int attempt = 0; attempt < 2; ++attempt) {
     parallel_for(chunks.count, nt, [&](int64_t k) {
       double* s1 = part + k * 2 * d;
@@ -129,17 +133,32 @@ void column_mean_var(double* mean, double* var, View2D<const T> x, std::span<con
         }
       }
     });
-    sum_chunks(t1, part, chunks.count, 2 * d);  // t1 | t2
-    bool any_far = false;
-    for (int64_t c = 0; c < d; ++c) {
-      if (attempt == 1 && far[c] == 0) continue;
-      const double m1 = t1[c] * inv_n, v = std::max(t2[c] * inv_n - m1 * m1, 0.0);
-      mean[c] = shift[c] + m1;
-      var[c] = v;
-      far[c] = attempt == 0 && !(m1 * m1 <= 4 * v) ? 1 : 0;
-      any_far = any_far || far[c] != 0;
+    const double* u1 = part;  // the chunk sums in chunk order (one chunk: its own)
+    if (chunks.count > 1) {
+      sum_chunks(t1, part, chunks.count, 2 * d);  // t1 | t2
+      u1 = t1;
     }
-    if (!any_far) return;
+    const double* u2 = u1 + d;
+    int any_far = 0;
+    if (attempt == 0) {  // every column, without branches (vectorized)
+#pragma omp simd reduction(| : any_far)
+      for (int64_t c = 0; c < d; ++c) {
+        const double m1 = u1[c] * inv_n, v = std::max(u2[c] * inv_n - m1 * m1, 0.0);
+        mean[c] = shift[c] + m1;
+        var[c] = v;
+        const int f = m1 * m1 <= 4 * v ? 0 : 1;
+        far[c] = static_cast<uint8_t>(f);
+        any_far |= f;
+      }
+    } else {
+      for (int64_t c = 0; c < d; ++c) {
+        if (far[c] == 0) continue;
+        const double m1 = u1[c] * inv_n, v = std::max(u2[c] * inv_n - m1 * m1, 0.0);
+        mean[c] = shift[c] + m1;
+        var[c] = v;
+      }
+    }
+    if (any_far == 0) return;
     std::copy(mean, mean + d, shift);
   }
 }
@@ -199,30 +218,25 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   C* m_lo = m_hi + d;
   C* a = m_lo + d;
   C* b = a + d;
-  // Column by column in loops without branches, which the compiler vectorizes (the library is
-  // built with -fno-math-errno, so sqrt is an instruction; 32 x 1024: a third of the call before).
-  double* col_rs = col_var;  // 1 / sqrt(var + eps), in place of var
+  // Column by column in one loop without branches, which the compiler vectorizes (the library is
+  // built with -fno-math-errno, so sqrt is an instruction); absent outputs and parameters are read
+  // from and written to scratch instead (32 x 1024: a third of the call before, then a sixth).
+  S* mean_out = mean.empty() ? detail::scratch<S, 4>(static_cast<size_t>(2 * d)) : mean.data();
+  S* rstd_out = rstd.empty() ? detail::scratch<S, 4>(static_cast<size_t>(2 * d)) + d : rstd.data();
   const double eps = options.eps;
-#pragma omp simd
-  for (int64_t c = 0; c < d; ++c) col_rs[c] = 1.0 / std::sqrt(col_var[c] + eps);
-  if (!mean.empty())
-    for (int64_t c = 0; c < d; ++c) mean[c] = static_cast<S>(col_mean[c]);
-  if (!rstd.empty())
-    for (int64_t c = 0; c < d; ++c) rstd[c] = static_cast<S>(col_rs[c]);
+  const double* gm = detail::in_double<0>(gamma, d, 1.0);
+  const double* bt = detail::in_double<1>(beta, d, 0.0);
 #pragma omp simd
   for (int64_t c = 0; c < d; ++c) {
+    const double rs = 1.0 / std::sqrt(col_var[c] + eps);
+    mean_out[c] = static_cast<S>(col_mean[c]);
+    rstd_out[c] = static_cast<S>(rs);
     const Split<C> m(col_mean[c]);
     m_hi[c] = m.hi;
     m_lo[c] = m.lo;
+    a[c] = static_cast<C>(rs * gm[c]);
+    b[c] = static_cast<C>(bt[c]);
   }
-  if (gamma.empty())
-    for (int64_t c = 0; c < d; ++c) a[c] = static_cast<C>(col_rs[c]);
-  else
-    for (int64_t c = 0; c < d; ++c) a[c] = static_cast<C>(col_rs[c] * static_cast<double>(gamma[c]));
-  if (beta.empty())
-    std::fill(b, b + d, C{0});
-  else
-    for (int64_t c = 0; c < d; ++c) b[c] = static_cast<C>(beta[c]);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const auto& ops = detail::row_ops<T>();
   // Large outputs are streamed and the next rows of x prefetched, as in the row-wise norms.

@@ -35,4 +35,13 @@ const compute_t<T>* in_compute_type(std::span<const T> p) {
   }
 }
 
+// A parameter vector of d elements in double, in this thread's scratch slot Slot; `fill` for every
+// element when p is empty (gamma absent: 1; beta absent: 0).
+template <int Slot, class T>
+const double* in_double(std::span<const T> p, int64_t d, double fill) {
+  double* out = scratch<double, 24 + Slot>(static_cast<size_t>(d));
+  for (int64_t i = 0; i < d; ++i) out[i] = p.empty() ? fill : static_cast<double>(p[static_cast<size_t>(i)]);
+  return out;
+}
+
 }  // namespace addnorm::detail
