@@ -71,6 +71,13 @@ struct RowOps {
   void (*ln_backward_pair)(T* dx0, T* dx1, S* pdg, S* pdb, const T* dy0, const T* dy1, const T* x0, const T* x1,
                            S mean0, S mean1, S rstd0, S rstd1, const T* g, int64_t d, bool stream,
                            const NextRows* next0, const NextRows* next1);
+  // A batch of 1 <= count <= 16 rows of d >= 16 (row r of each at + r * its stride; mean, rstd:
+  // (count)): the results of ln_backward_pair over consecutive pairs, to a rounding, and for each
+  // row the same bits wherever it sits in a batch; `ahead` rows after the batch are prefetched.
+  // Null for f64.
+  void (*ln_backward_rows)(T* dx, int64_t dxs, S* pdg, S* pdb, const T* dy, int64_t dys, const T* x, int64_t xs,
+                           const S* mean, const S* rstd, const T* g, int64_t count, int64_t d, bool stream,
+                           int64_t ahead) = nullptr;
   void (*rms_backward)(T* dx, S* pdg, const T* dy, const T* x, S rstd, const T* g, int64_t d, bool stream,
                        const NextRows* next);
   void (*ln_backward_c)(C* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,

@@ -1,0 +1,109 @@
+// The batch row kernels on every SIMD target: ln_backward_rows (short rows 16 at a time) against
+// the same rows one at a time and against ln_backward_pair over consecutive pairs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../src/simd/row_ops.hpp"
+#include "addnorm/norm/simd.hpp"
+#include "norm_testing.hpp"
+
+namespace {
+
+using addnorm::bf16;
+
+template <class T>
+std::vector<T> random_vec(size_t n, unsigned seed, double mean, double sd) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<double> dist(mean, sd);
+  std::vector<T> v(n);
+  for (auto& e : v) e = static_cast<T>(dist(gen));
+  return v;
+}
+
+template <class T>
+bool same_bits(const T& a, const T& b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+// count rows of d (row stride d + 3) through ln_backward_rows, against
+//   - each row alone (a batch of one) called in row order: the same bits for dx and for the
+//     partials (rows are independent lanes; the partials take the rows' terms in row order);
+//   - ln_backward_pair over consecutive pairs of the same rows: dx within a few roundings (the two
+//     kernels are separately compiled, and may contract a multiply-add differently).
+// gamma and the partials present or not.
+template <class T>
+void check_rows(int64_t count, int64_t d, bool with_gamma, bool with_partials) {
+  using S = addnorm::stat_t<T>;
+  SCOPED_TRACE("target " + addnorm::simd_target() + " " + (sizeof(T) == 4 ? "f32" : "bf16") + " count " +
+               std::to_string(count) + " d " + std::to_string(d) + (with_gamma ? " gamma" : "") +
+               (with_partials ? " partials" : ""));
+  const int64_t stride = d + 3, n = count * stride;
+  const auto x = random_vec<T>(static_cast<size_t>(n), 1, 0.7, 1.3), dy = random_vec<T>(static_cast<size_t>(n), 2, 0, 1);
+  const auto gamma = random_vec<T>(static_cast<size_t>(d), 3, 1, 0.2);
+  const auto mean = random_vec<S>(static_cast<size_t>(count), 4, 0.7, 0.1);
+  const auto rstd = random_vec<S>(static_cast<size_t>(count), 5, 0.8, 0.1);
+  const auto start = random_vec<S>(static_cast<size_t>(2 * d), 6, 0, 3);  // partials: dgamma | dbeta
+  std::vector<T> dx1(static_cast<size_t>(n), T(0)), dx2(static_cast<size_t>(n), T(0)), dx3(static_cast<size_t>(n), T(0));
+  std::vector<S> p1 = start, p2 = start, p3 = start;
+  const T* g = with_gamma ? gamma.data() : nullptr;
+  const auto& ops = addnorm::detail::row_ops<T>();
+  ASSERT_NE(ops.ln_backward_rows, nullptr);
+  const auto dg = [&](std::vector<S>& p) { return with_partials ? p.data() : nullptr; };
+  const auto db = [&](std::vector<S>& p) { return with_partials ? p.data() + d : nullptr; };
+  ops.ln_backward_rows(dx1.data(), stride, dg(p1), db(p1), dy.data(), stride, x.data(), stride, mean.data(),
+                       rstd.data(), g, count, d, false, 0);
+  for (int64_t r = 0; r < count; ++r) {
+    const int64_t o = r * stride;
+    ops.ln_backward_rows(dx2.data() + o, stride, dg(p2), db(p2), dy.data() + o, stride, x.data() + o, stride,
+                         mean.data() + r, rstd.data() + r, g, 1, d, false, 0);
+  }
+  for (int64_t k = 0; k + 1 < count; k += 2) {
+    const int64_t o = k * stride;
+    ops.ln_backward_pair(dx3.data() + o, dx3.data() + o + stride, dg(p3), db(p3), dy.data() + o,
+                         dy.data() + o + stride, x.data() + o, x.data() + o + stride, mean[k], mean[k + 1], rstd[k],
+                         rstd[k + 1], g, d, false, nullptr, nullptr);
+  }
+  const double tol = sizeof(T) == 4 ? 1e-6 : 1e-2;
+  for (int64_t r = 0; r < count; ++r)
+    for (int64_t c = 0; c < stride; ++c) {
+      const auto i = static_cast<size_t>(r * stride + c);
+      ASSERT_TRUE(same_bits(dx1[i], dx2[i])) << "dx(" << r << ", " << c << "): " << static_cast<double>(dx1[i])
+                                             << " in the batch, " << static_cast<double>(dx2[i]) << " alone";
+      if (c >= d) {  // the padding between rows untouched
+        ASSERT_EQ(static_cast<double>(dx1[i]), 0.0) << "wrote past row " << r;
+      } else if (r < count - count % 2) {
+        const double a = static_cast<double>(dx1[i]), b = static_cast<double>(dx3[i]);
+        ASSERT_LE(std::fabs(a - b), tol * std::max(1.0, std::fabs(b))) << "dx(" << r << ", " << c << ") vs pairs";
+      }
+    }
+  for (size_t i = 0; i < p1.size(); ++i) {
+    ASSERT_TRUE(same_bits(p1[i], p2[i])) << "partial " << i;
+    if (!with_partials) {
+      ASSERT_TRUE(same_bits(p1[i], start[i])) << "partial " << i << " written without partials";
+    } else if (count % 2 == 0) {
+      const double a = static_cast<double>(p1[i]), b = static_cast<double>(p3[i]);
+      ASSERT_LE(std::fabs(a - b), 1e-5 * std::max(1.0, std::fabs(b))) << "partial " << i << " vs pairs";
+    }
+  }
+}
+
+TEST(RowBatches, LayerNormBackwardRowsMatchPairs) {
+  addnorm::testing::for_each_simd_target([] {
+    for (int64_t d : {16, 17, 64, 100, 128, 200, 255})
+      for (int64_t count : {1, 2, 5, 8, 14, 16})
+        for (bool gamma : {false, true})
+          for (bool partials : {false, true}) {
+            check_rows<float>(count, d, gamma, partials);
+            check_rows<bf16>(count, d, gamma, partials);
+          }
+    for (int64_t count : {2, 16}) check_rows<bf16>(count, 500, true, true);
+  });
+}
+
+}  // namespace
