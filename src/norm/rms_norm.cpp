@@ -77,7 +77,23 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   const bool stream = detail::stream_output(rows, d, sizeof(T));
   const auto& ops = detail::row_ops<T>();
 
-  detail::for_chunk_rows(chunks, nt, stream, d * static_cast<int64_t>(sizeof(T)),
+  const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
+  if (ops.ln_backward_rows != nullptr && d >= 16 && row_bytes < detail::kShortRowBytes) {
+    // Short rows 16 at a time, as layer_norm_backward's (ln_backward_rows with mean null).
+    const bool ahead = stream && sizeof(T) >= 4;
+    parallel_for(chunks.count, nt, [&](int64_t k) {
+      for (int64_t r = chunks.begin(k); r < chunks.end(k); r += 16) {
+        const int64_t count = std::min<int64_t>(16, chunks.end(k) - r);
+        ops.ln_backward_rows(dx.row(r), dx.stride(), partials.dgamma(k), nullptr, dy.row(r), dy.stride(), x.row(r),
+                             x.stride(), nullptr, rstd.data() + r, gm, count, d, stream,
+                             ahead ? std::min(count, chunks.end(k) - r - count) : 0);
+      }
+      if (stream) detail::store_fence();
+    });
+    partials.reduce_into(dgamma, std::span<T>{}, nt);
+    return;
+  }
+  detail::for_chunk_rows(chunks, nt, stream, row_bytes,
                          [&](int64_t k, int64_t r, bool has_next) {
                            detail::NextRows next;
                            ops.rms_backward(dx.row(r), partials.dgamma(k), dy.row(r), x.row(r), rstd[r], gm, d, stream,

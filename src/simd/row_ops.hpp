@@ -74,7 +74,8 @@ struct RowOps {
   // A batch of 1 <= count <= 16 rows of d >= 16 (row r of each at + r * its stride; mean, rstd:
   // (count)): the results of ln_backward_pair over consecutive pairs, to a rounding, and for each
   // row the same bits wherever it sits in a batch; `ahead` rows after the batch are prefetched.
-  // Null for f64.
+  // Null for f64. RMSNorm's backward with mean and pdb null (rms_backward's results to a
+  // rounding).
   void (*ln_backward_rows)(T* dx, int64_t dxs, S* pdg, S* pdb, const T* dy, int64_t dys, const T* x, int64_t xs,
                            const S* mean, const S* rstd, const T* g, int64_t count, int64_t d, bool stream,
                            int64_t ahead) = nullptr;

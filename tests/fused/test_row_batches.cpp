@@ -1,5 +1,6 @@
 // The batch row kernels on every SIMD target: ln_backward_rows (short rows 16 at a time) against
-// the same rows one at a time and against ln_backward_pair over consecutive pairs.
+// the same rows one at a time and against ln_backward_pair over consecutive pairs; for RMSNorm
+// (mean null) against rms_backward row by row.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,11 +39,11 @@ bool same_bits(const T& a, const T& b) {
 //     kernels are separately compiled, and may contract a multiply-add differently).
 // gamma and the partials present or not.
 template <class T>
-void check_rows(int64_t count, int64_t d, bool with_gamma, bool with_partials) {
+void check_rows(int64_t count, int64_t d, bool with_gamma, bool with_partials, bool rms = false) {
   using S = addnorm::stat_t<T>;
   SCOPED_TRACE("target " + addnorm::simd_target() + " " + (sizeof(T) == 4 ? "f32" : "bf16") + " count " +
                std::to_string(count) + " d " + std::to_string(d) + (with_gamma ? " gamma" : "") +
-               (with_partials ? " partials" : ""));
+               (with_partials ? " partials" : "") + (rms ? " rms" : ""));
   const int64_t stride = d + 3, n = count * stride;
   const auto x = random_vec<T>(static_cast<size_t>(n), 1, 0.7, 1.3), dy = random_vec<T>(static_cast<size_t>(n), 2, 0, 1);
   const auto gamma = random_vec<T>(static_cast<size_t>(d), 3, 1, 0.2);
@@ -55,15 +56,21 @@ void check_rows(int64_t count, int64_t d, bool with_gamma, bool with_partials) {
   const auto& ops = addnorm::detail::row_ops<T>();
   ASSERT_NE(ops.ln_backward_rows, nullptr);
   const auto dg = [&](std::vector<S>& p) { return with_partials ? p.data() : nullptr; };
-  const auto db = [&](std::vector<S>& p) { return with_partials ? p.data() + d : nullptr; };
-  ops.ln_backward_rows(dx1.data(), stride, dg(p1), db(p1), dy.data(), stride, x.data(), stride, mean.data(),
-                       rstd.data(), g, count, d, false, 0);
+  const auto db = [&](std::vector<S>& p) { return with_partials && !rms ? p.data() + d : nullptr; };
+  const S* m = rms ? nullptr : mean.data();
+  ops.ln_backward_rows(dx1.data(), stride, dg(p1), db(p1), dy.data(), stride, x.data(), stride, m, rstd.data(), g,
+                       count, d, false, 0);
   for (int64_t r = 0; r < count; ++r) {
     const int64_t o = r * stride;
     ops.ln_backward_rows(dx2.data() + o, stride, dg(p2), db(p2), dy.data() + o, stride, x.data() + o, stride,
-                         mean.data() + r, rstd.data() + r, g, 1, d, false, 0);
+                         rms ? nullptr : m + r, rstd.data() + r, g, 1, d, false, 0);
   }
-  for (int64_t k = 0; k + 1 < count; k += 2) {
+  // RMSNorm: the one-row kernel, row by row, in place of the pairs.
+  for (int64_t r = 0; rms && r < count; ++r) {
+    const int64_t o = r * stride;
+    ops.rms_backward(dx3.data() + o, dg(p3), dy.data() + o, x.data() + o, rstd[r], g, d, false, nullptr);
+  }
+  for (int64_t k = 0; !rms && k + 1 < count; k += 2) {
     const int64_t o = k * stride;
     ops.ln_backward_pair(dx3.data() + o, dx3.data() + o + stride, dg(p3), db(p3), dy.data() + o,
                          dy.data() + o + stride, x.data() + o, x.data() + o + stride, mean[k], mean[k + 1], rstd[k],
@@ -77,23 +84,23 @@ void check_rows(int64_t count, int64_t d, bool with_gamma, bool with_partials) {
                                              << " in the batch, " << static_cast<double>(dx2[i]) << " alone";
       if (c >= d) {  // the padding between rows untouched
         ASSERT_EQ(static_cast<double>(dx1[i]), 0.0) << "wrote past row " << r;
-      } else if (r < count - count % 2) {
+      } else if (rms || r < count - count % 2) {
         const double a = static_cast<double>(dx1[i]), b = static_cast<double>(dx3[i]);
-        ASSERT_LE(std::fabs(a - b), tol * std::max(1.0, std::fabs(b))) << "dx(" << r << ", " << c << ") vs pairs";
+        ASSERT_LE(std::fabs(a - b), tol * std::max(1.0, std::fabs(b))) << "dx(" << r << ", " << c << ") vs " << (rms ? "rms_backward" : "pairs");
       }
     }
   for (size_t i = 0; i < p1.size(); ++i) {
     ASSERT_TRUE(same_bits(p1[i], p2[i])) << "partial " << i;
     if (!with_partials) {
       ASSERT_TRUE(same_bits(p1[i], start[i])) << "partial " << i << " written without partials";
-    } else if (count % 2 == 0) {
+    } else if (rms || count % 2 == 0) {
       const double a = static_cast<double>(p1[i]), b = static_cast<double>(p3[i]);
       ASSERT_LE(std::fabs(a - b), 1e-5 * std::max(1.0, std::fabs(b))) << "partial " << i << " vs pairs";
     }
   }
 }
 
-TEST(RowBatches, LayerNormBackwardRowsMatchPairs) {
+TEST(RowBatches, NormBackwardRowsMatchTheOneAndTwoRowKernels) {
   addnorm::testing::for_each_simd_target([] {
     for (int64_t d : {16, 17, 64, 100, 128, 200, 255})
       for (int64_t count : {1, 2, 5, 8, 14, 16})
@@ -101,6 +108,8 @@ TEST(RowBatches, LayerNormBackwardRowsMatchPairs) {
           for (bool partials : {false, true}) {
             check_rows<float>(count, d, gamma, partials);
             check_rows<bf16>(count, d, gamma, partials);
+            check_rows<float>(count, d, gamma, partials, true);
+            check_rows<bf16>(count, d, gamma, partials, true);
           }
     for (int64_t count : {2, 16}) check_rows<bf16>(count, 500, true, true);
   });
