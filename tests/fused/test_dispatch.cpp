@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "addnorm/norm/add_norm.hpp"
+#include "addnorm/norm/batch_norm.hpp"
 #include "addnorm/norm/layer_norm.hpp"
 #include "addnorm/norm/reference.hpp"
 #include "addnorm/norm/rms_norm.hpp"
@@ -423,6 +424,50 @@ TEST_P(Dispatch, BatchedRowsMatchTheOneRowKernel) {
   // Streamed short rows: the fused forward's batches (d * sizeof(T) < 1 KiB; f32 ones prefetch).
   check_batched_rows_match_one_row<bf16>(33000, 100);
   check_batched_rows_match_one_row<float>(20000, 100);
+}
+
+// BatchNorm forward against the f64 reference, in every element type: rows of 64 and 128 take the
+// batch kernel (bn_forward_rows: constants in registers), the others the row kernel; with a mask
+// (padding rows hold NaN and must come out +0) and without.
+template <class T>
+void check_batch_norm(int64_t rows, int64_t d, bool masked) {
+  using S = addnorm::stat_t<T>;
+  SCOPED_TRACE(std::string(name<T>()) + " target " + addnorm::simd_target() + " batch_norm rows " +
+               std::to_string(rows) + " d " + std::to_string(d) + (masked ? " masked" : ""));
+  Mat<T> x(rows, d, d + 5, 3, 41, 1.5, 2.0), y(rows, d, d + 5, 3, 42, 0, 1);
+  std::vector<uint8_t> mask;
+  if (masked) {
+    mask.assign(static_cast<size_t>(rows), 1);
+    for (int64_t r = 1; r < rows; r += 3) {
+      mask[static_cast<size_t>(r)] = 0;
+      for (int64_t c = 0; c < d; ++c) x.buf[static_cast<size_t>(x.shift + r * x.stride + c)] = static_cast<T>(NAN);
+    }
+  }
+  const auto gamma = params<T>(d, 43, 1.0), beta = params<T>(d, 44, 0.0);
+  std::vector<S> mean(static_cast<size_t>(d)), rstd(static_cast<size_t>(d));
+  addnorm::BatchNormOptions opt;
+  addnorm::batch_norm_forward<T>(y.view(), mean, rstd, {}, {}, x.cview(), mask, gamma, beta, opt);
+  const auto f = addnorm::ref::batch_norm_forward<T>(x.cview(), mask, gamma, beta, opt.eps);
+  EXPECT_TRUE(close(y, f.y, "batch_norm y"));
+  EXPECT_TRUE(close_vec(mean, f.mean, 1.0, "batch_norm mean"));
+  EXPECT_TRUE(close_vec(rstd, f.rstd, 1.0, "batch_norm rstd"));
+  for (int64_t r = 1; masked && r < rows; r += 3)
+    for (int64_t c = 0; c < d; ++c) {
+      const double v = y.at(r, c);
+      ASSERT_TRUE(v == 0.0 && !std::signbit(v)) << "padding row " << r << " col " << c << ": " << v;
+    }
+}
+
+TEST_P(Dispatch, BatchNormForward) {
+  for (int64_t d : {16, 63, 64, 100, 128, 256})
+    for (int64_t rows : {2, 17, 100})
+      for (bool masked : {false, true}) {
+        check_batch_norm<float>(rows, d, masked);
+        check_batch_norm<bf16>(rows, d, masked);
+        check_batch_norm<f16>(rows, d, masked);
+      }
+  check_batch_norm<bf16>(70000, 64, false);  // streamed
+  check_batch_norm<float>(20000, 128, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedTargets, Dispatch, ::testing::ValuesIn(addnorm::supported_simd_targets()),

@@ -171,7 +171,7 @@ struct Shape {
 std::vector<Shape> sweep_shapes() {
   std::vector<Shape> out;
   for (int64_t rows : {0, 1, 5, 257})
-    for (int64_t d : {1, 2, 3, 7, 8, 15, 16, 17, 64, 768, 4099}) out.push_back({rows, d});
+    for (int64_t d : {1, 2, 3, 7, 8, 15, 16, 17, 64, 128, 768, 4099}) out.push_back({rows, d});
   return out;
 }
 
@@ -272,7 +272,7 @@ void mask_equals_dropping_rows(int64_t rows, int64_t d, int64_t every) {
 
 TEST(BatchNormMask, SameAsDroppingThePaddingRows) {
   for (auto [rows, d, every] :
-       std::vector<std::array<int64_t, 3>>{{4, 3, 2}, {10, 17, 3}, {257, 70, 4}, {100, 768, 7}}) {
+       std::vector<std::array<int64_t, 3>>{{4, 3, 2}, {10, 17, 3}, {257, 70, 4}, {100, 768, 7}, {40, 64, 3}, {33, 128, 5}}) {
     mask_equals_dropping_rows<float>(rows, d, every);
     mask_equals_dropping_rows<double>(rows, d, every);
   }
