@@ -94,14 +94,10 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
     // Streamed f32 batches prefetch the next batch (262144 x 64: +5%); bf16 ones lost 15% with it
     // (their arithmetic, not the memory, is the limit) and do not, as in add_norm_forward.
     const bool ahead = stream && sizeof(T) >= 4;
-    parallel_for(chunks.count, nt, [&](int64_t k) {
-      for (int64_t r = chunks.begin(k); r < chunks.end(k); r += 16) {
-        const int64_t count = std::min<int64_t>(16, chunks.end(k) - r);
-        ops.ln_backward_rows(dx.row(r), dx.stride(), partials.dgamma(k), partials.dbeta(k), dy.row(r), dy.stride(),
-                             x.row(r), x.stride(), mean.data() + r, rstd.data() + r, gm, count, d, stream,
-                             ahead ? std::min(count, chunks.end(k) - r - count) : 0);
-      }
-      if (stream) detail::store_fence();
+    detail::for_chunk_batches(chunks, nt, stream, 16, [&](int64_t k, int64_t r, int64_t count) {
+      ops.ln_backward_rows(dx.row(r), dx.stride(), partials.dgamma(k), partials.dbeta(k), dy.row(r), dy.stride(),
+                           x.row(r), x.stride(), mean.data() + r, rstd.data() + r, gm, count, d, stream,
+                           ahead ? std::min(count, chunks.end(k) - r - count) : 0);
     });
     partials.reduce_into(dgamma, dbeta, nt);
     return;

@@ -81,14 +81,10 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   if (ops.ln_backward_rows != nullptr && d >= 16 && row_bytes < detail::kShortRowBytes) {
     // Short rows 16 at a time, as layer_norm_backward's (ln_backward_rows with mean null).
     const bool ahead = stream && sizeof(T) >= 4;
-    parallel_for(chunks.count, nt, [&](int64_t k) {
-      for (int64_t r = chunks.begin(k); r < chunks.end(k); r += 16) {
-        const int64_t count = std::min<int64_t>(16, chunks.end(k) - r);
-        ops.ln_backward_rows(dx.row(r), dx.stride(), partials.dgamma(k), nullptr, dy.row(r), dy.stride(), x.row(r),
-                             x.stride(), nullptr, rstd.data() + r, gm, count, d, stream,
-                             ahead ? std::min(count, chunks.end(k) - r - count) : 0);
-      }
-      if (stream) detail::store_fence();
+    detail::for_chunk_batches(chunks, nt, stream, 16, [&](int64_t k, int64_t r, int64_t count) {
+      ops.ln_backward_rows(dx.row(r), dx.stride(), partials.dgamma(k), nullptr, dy.row(r), dy.stride(), x.row(r),
+                           x.stride(), nullptr, rstd.data() + r, gm, count, d, stream,
+                           ahead ? std::min(count, chunks.end(k) - r - count) : 0);
     });
     partials.reduce_into(dgamma, std::span<T>{}, nt);
     return;

@@ -4,6 +4,7 @@
 // its streaming stores once at the end of its block.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "addnorm/core/parallel.hpp"
@@ -63,6 +64,16 @@ void for_chunk_rows(const Chunks& chunks, int threads, bool large, int64_t row_b
   const bool pf = prefetch_rows(large, row_bytes);
   parallel_for(chunks.count, threads, [&](int64_t k) {
     for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) f(k, r, pf && r + 1 < chunks.rows);
+    if (large) store_fence();
+  });
+}
+
+// f(k, r, count) for batches of up to `batch` consecutive rows r .. r + count - 1 of each chunk k
+// (RowChunks), in row order; one fence per chunk when `large`.
+template <class Chunks, class F>
+void for_chunk_batches(const Chunks& chunks, int threads, bool large, int64_t batch, F&& f) {
+  parallel_for(chunks.count, threads, [&](int64_t k) {
+    for (int64_t r = chunks.begin(k); r < chunks.end(k); r += batch) f(k, r, std::min(batch, chunks.end(k) - r));
     if (large) store_fence();
   });
 }
