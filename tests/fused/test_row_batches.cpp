@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -17,15 +16,6 @@
 namespace {
 
 using addnorm::bf16;
-
-template <class T>
-std::vector<T> random_vec(size_t n, unsigned seed, double mean, double sd) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<double> dist(mean, sd);
-  std::vector<T> v(n);
-  for (auto& e : v) e = static_cast<T>(dist(gen));
-  return v;
-}
 
 template <class T>
 bool same_bits(const T& a, const T& b) {
@@ -45,11 +35,13 @@ void check_rows(int64_t count, int64_t d, bool with_gamma, bool with_partials, b
                std::to_string(count) + " d " + std::to_string(d) + (with_gamma ? " gamma" : "") +
                (with_partials ? " partials" : "") + (rms ? " rms" : ""));
   const int64_t stride = d + 3, n = count * stride;
-  const auto x = random_vec<T>(static_cast<size_t>(n), 1, 0.7, 1.3), dy = random_vec<T>(static_cast<size_t>(n), 2, 0, 1);
-  const auto gamma = random_vec<T>(static_cast<size_t>(d), 3, 1, 0.2);
-  const auto mean = random_vec<S>(static_cast<size_t>(count), 4, 0.7, 0.1);
-  const auto rstd = random_vec<S>(static_cast<size_t>(count), 5, 0.8, 0.1);
-  const auto start = random_vec<S>(static_cast<size_t>(2 * d), 6, 0, 3);  // partials: dgamma | dbeta
+  addnorm::testing::Rng rng(static_cast<uint64_t>(count * 1000 + d));
+  using addnorm::testing::random_vector;
+  const auto x = random_vector<T>(n, rng, 0.7, 1.3), dy = random_vector<T>(n, rng, 0, 1);
+  const auto gamma = random_vector<T>(d, rng, 1, 0.2);
+  const auto mean = random_vector<S>(count, rng, 0.7, 0.1);
+  const auto rstd = random_vector<S>(count, rng, 0.8, 0.1);
+  const auto start = random_vector<S>(2 * d, rng, 0, 3);  // partials: dgamma | dbeta
   std::vector<T> dx1(static_cast<size_t>(n), T(0)), dx2(static_cast<size_t>(n), T(0)), dx3(static_cast<size_t>(n), T(0));
   std::vector<S> p1 = start, p2 = start, p3 = start;
   const T* g = with_gamma ? gamma.data() : nullptr;
