@@ -93,10 +93,8 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
     if (ops.add_norm_forward_rows != nullptr && d >= 16 && batch >= 2 &&
         d * static_cast<int64_t>(sizeof(T)) < detail::kShortRowBytes) {
       // Short rows in batches: their residual rows are built into scratch, then normalized together
-      // (see add_norm_forward_rows). 65536 x 64, 2 threads: f32 65 -> 99 GB/s, bf16 26 -> 51. When
-      // streaming, f32 batches prefetch the next batch's rows (65536 x 64, 2 threads: +7-10%); bf16
-      // ones do not (their rows, half as long, lost 3-5%: the build's arithmetic is the limit there).
-      const bool prefetch = stream && sizeof(T) >= 4;
+      // (see add_norm_forward_rows). 65536 x 64, 2 threads: f32 65 -> 99 GB/s, bf16 26 -> 51.
+      const bool prefetch = detail::prefetch_batches(stream, sizeof(T));
       detail::for_row_batches(rows, nt, stream, batch, [&](int64_t r, int64_t count) {
         DropoutRow<C> drop(batch * d);
         T* t = detail::scratch<T, 4>(static_cast<size_t>(batch * d));

@@ -91,9 +91,7 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   if (ops.ln_backward_rows != nullptr && d >= 16 && row_bytes < detail::kShortRowBytes) {
     // Short rows 16 at a time (see ln_backward_rows), in each chunk's row order. 65536 x 64, 2
     // threads, side by side: bf16 42 -> 60 GB/s; f32 4096 x 64 (in cache) one thread 48 -> 62.
-    // Streamed f32 batches prefetch the next batch (262144 x 64: +5%); bf16 ones lost 15% with it
-    // (their arithmetic, not the memory, is the limit) and do not, as in add_norm_forward.
-    const bool ahead = stream && sizeof(T) >= 4;
+    const bool ahead = detail::prefetch_batches(stream, sizeof(T));
     detail::for_chunk_batches(chunks, nt, stream, 16, [&](int64_t k, int64_t r, int64_t count) {
       ops.ln_backward_rows(dx.row(r), dx.stride(), partials.dgamma(k), partials.dbeta(k), dy.row(r), dy.stride(),
                            x.row(r), x.stride(), mean.data() + r, rstd.data() + r, gm, count, d, stream,

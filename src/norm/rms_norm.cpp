@@ -80,7 +80,7 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
   if (ops.ln_backward_rows != nullptr && d >= 16 && row_bytes < detail::kShortRowBytes) {
     // Short rows 16 at a time, as layer_norm_backward's (ln_backward_rows with mean null).
-    const bool ahead = stream && sizeof(T) >= 4;
+    const bool ahead = detail::prefetch_batches(stream, sizeof(T));
     detail::for_chunk_batches(chunks, nt, stream, 16, [&](int64_t k, int64_t r, int64_t count) {
       ops.ln_backward_rows(dx.row(r), dx.stride(), partials.dgamma(k), nullptr, dy.row(r), dy.stride(), x.row(r),
                            x.stride(), nullptr, rstd.data() + r, gm, count, d, stream,
