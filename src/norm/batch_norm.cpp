@@ -243,8 +243,8 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   const bool stream = detail::stream_output(rows, d, sizeof(T));
   if (ops.bn_forward_rows != nullptr && (d == 64 || d == 128)) {  // each thread's rows in one call
     detail::for_thread_blocks(rows, nt, stream, [&](int64_t begin, int64_t end) {
-      ops.bn_forward_rows(y.row(begin), y.stride(), x.row(begin), x.stride(), mask.empty() ? nullptr : mask.data() + begin,
-                          m_hi, m_lo, a, b, end - begin, d, stream);
+      ops.bn_forward_rows(y.row(begin), y.stride(), x.row(begin), x.stride(),
+                          mask.empty() ? nullptr : mask.data() + begin, m_hi, m_lo, a, b, end - begin, d, stream);
     });
     return;
   }

@@ -89,12 +89,11 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
     partials.reduce_into(dgamma, std::span<T>{}, nt);
     return;
   }
-  detail::for_chunk_rows(chunks, nt, stream, row_bytes,
-                         [&](int64_t k, int64_t r, bool has_next) {
-                           detail::NextRows next;
-                           ops.rms_backward(dx.row(r), partials.dgamma(k), dy.row(r), x.row(r), rstd[r], gm, d, stream,
-                                            detail::next_rows(next, has_next, r, x, dy));
-                         });
+  detail::for_chunk_rows(chunks, nt, stream, row_bytes, [&](int64_t k, int64_t r, bool has_next) {
+    detail::NextRows next;
+    ops.rms_backward(dx.row(r), partials.dgamma(k), dy.row(r), x.row(r), rstd[r], gm, d, stream,
+                     detail::next_rows(next, has_next, r, x, dy));
+  });
   partials.reduce_into(dgamma, std::span<T>{}, nt);
 }
 

@@ -326,10 +326,10 @@ TEST(DispatchBf16, DenormalAndNanOutputsAreTheSameOnEveryTarget) {
 
 // LayerNorm forward takes rows in batches of up to 16 (ln_forward_rows, 32 KiB a batch), their
 // statistics in vector lanes; RMSNorm forward takes the same batches (rms_forward_rows). Each must
-// give the same bits as the one-row kernel, which the fused Add & Norm runs on s = h + 0. Counts of 1-37 rows cover partial batches; one row in five has a
-// head far from its mean (the row is redone on its own), one holds an Inf (done in double).
-// add_norm_forward one row per call, which takes the one-row kernel (a call of one row is not
-// batched); the dropout stream goes on at offset r * d as in a call over all rows.
+// give the same bits as the one-row kernel, which the fused Add & Norm runs on s = h + 0. Counts of 1-37 rows cover
+// partial batches; one row in five has a head far from its mean (the row is redone on its own), one holds an Inf (done
+// in double). add_norm_forward one row per call, which takes the one-row kernel (a call of one row is not batched); the
+// dropout stream goes on at offset r * d as in a call over all rows.
 template <class T>
 void fused_row_by_row(Mat<T>& s, Mat<T>& y, std::vector<addnorm::stat_t<T>>& mean,
                       std::vector<addnorm::stat_t<T>>& rstd, const Mat<T>& h, const Mat<T>& f,
@@ -343,10 +343,11 @@ void fused_row_by_row(Mat<T>& s, Mat<T>& y, std::vector<addnorm::stat_t<T>>& mea
     addnorm::AddNormOptions one = o;
     one.dropout.offset = o.dropout.offset + static_cast<uint64_t>(r * d);
     const bool layer = o.kind == addnorm::NormKind::layer;
-    addnorm::add_norm_forward<T>(row(s, r), row(y, r), layer ? std::span(mean).subspan(static_cast<size_t>(r), 1)
-                                                              : std::span<addnorm::stat_t<T>>{},
-                                 std::span(rstd).subspan(static_cast<size_t>(r), 1), crow(h, r), crow(f, r), gamma,
-                                 layer ? std::span<const T>(beta) : std::span<const T>{}, one);
+    addnorm::add_norm_forward<T>(
+        row(s, r), row(y, r),
+        layer ? std::span(mean).subspan(static_cast<size_t>(r), 1) : std::span<addnorm::stat_t<T>>{},
+        std::span(rstd).subspan(static_cast<size_t>(r), 1), crow(h, r), crow(f, r), gamma,
+        layer ? std::span<const T>(beta) : std::span<const T>{}, one);
   }
 }
 
@@ -366,7 +367,8 @@ void check_batched_rows_match_one_row(int64_t rows, int64_t d) {
                std::to_string(d));
   using S = addnorm::stat_t<T>;
   Mat<T> h(rows, d, d, 0, 31, 0.5, 2.0), zero(rows, d, d, 0, 32, 0, 0), f(rows, d, d, 0, 36, -0.3, 1.5),
-      y1(rows, d, d, 0, 33, 0, 1), y2(rows, d, d, 0, 34, 0, 1), s1(rows, d, d, 0, 35, 0, 1), s2(rows, d, d, 0, 37, 0, 1);
+      y1(rows, d, d, 0, 33, 0, 1), y2(rows, d, d, 0, 34, 0, 1), s1(rows, d, d, 0, 35, 0, 1),
+      s2(rows, d, d, 0, 37, 0, 1);
   for (int64_t r = 0; r < rows; r += 5)
     for (int64_t c = 0; c < 16; ++c)
       h.buf[static_cast<size_t>(r * d + c)] = static_cast<T>(300.0 + static_cast<double>(c));

@@ -42,7 +42,8 @@ void check_rows(int64_t count, int64_t d, bool with_gamma, bool with_partials, b
   const auto mean = random_vector<S>(count, rng, 0.7, 0.1);
   const auto rstd = random_vector<S>(count, rng, 0.8, 0.1);
   const auto start = random_vector<S>(2 * d, rng, 0, 3);  // partials: dgamma | dbeta
-  std::vector<T> dx1(static_cast<size_t>(n), T(0)), dx2(static_cast<size_t>(n), T(0)), dx3(static_cast<size_t>(n), T(0));
+  std::vector<T> dx1(static_cast<size_t>(n), T(0)), dx2(static_cast<size_t>(n), T(0)),
+      dx3(static_cast<size_t>(n), T(0));
   std::vector<S> p1 = start, p2 = start, p3 = start;
   const T* g = with_gamma ? gamma.data() : nullptr;
   const auto& ops = addnorm::detail::row_ops<T>();
@@ -64,9 +65,9 @@ void check_rows(int64_t count, int64_t d, bool with_gamma, bool with_partials, b
   }
   for (int64_t k = 0; !rms && k + 1 < count; k += 2) {
     const int64_t o = k * stride;
-    ops.ln_backward_pair(dx3.data() + o, dx3.data() + o + stride, dg(p3), db(p3), dy.data() + o,
-                         dy.data() + o + stride, x.data() + o, x.data() + o + stride, mean[k], mean[k + 1], rstd[k],
-                         rstd[k + 1], g, d, false, nullptr, nullptr);
+    ops.ln_backward_pair(dx3.data() + o, dx3.data() + o + stride, dg(p3), db(p3), dy.data() + o, dy.data() + o + stride,
+                         x.data() + o, x.data() + o + stride, mean[k], mean[k + 1], rstd[k], rstd[k + 1], g, d, false,
+                         nullptr, nullptr);
   }
   const double tol = sizeof(T) == 4 ? 1e-6 : 1e-2;
   for (int64_t r = 0; r < count; ++r)
@@ -78,7 +79,8 @@ void check_rows(int64_t count, int64_t d, bool with_gamma, bool with_partials, b
         ASSERT_EQ(static_cast<double>(dx1[i]), 0.0) << "wrote past row " << r;
       } else if (rms || r < count - count % 2) {
         const double a = static_cast<double>(dx1[i]), b = static_cast<double>(dx3[i]);
-        ASSERT_LE(std::fabs(a - b), tol * std::max(1.0, std::fabs(b))) << "dx(" << r << ", " << c << ") vs " << (rms ? "rms_backward" : "pairs");
+        ASSERT_LE(std::fabs(a - b), tol * std::max(1.0, std::fabs(b)))
+            << "dx(" << r << ", " << c << ") vs " << (rms ? "rms_backward" : "pairs");
       }
     }
   for (size_t i = 0; i < p1.size(); ++i) {

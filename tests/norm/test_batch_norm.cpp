@@ -271,8 +271,8 @@ void mask_equals_dropping_rows(int64_t rows, int64_t d, int64_t every) {
 }
 
 TEST(BatchNormMask, SameAsDroppingThePaddingRows) {
-  for (auto [rows, d, every] :
-       std::vector<std::array<int64_t, 3>>{{4, 3, 2}, {10, 17, 3}, {257, 70, 4}, {100, 768, 7}, {40, 64, 3}, {33, 128, 5}}) {
+  for (auto [rows, d, every] : std::vector<std::array<int64_t, 3>>{
+           {4, 3, 2}, {10, 17, 3}, {257, 70, 4}, {100, 768, 7}, {40, 64, 3}, {33, 128, 5}}) {
     mask_equals_dropping_rows<float>(rows, d, every);
     mask_equals_dropping_rows<double>(rows, d, every);
   }
