@@ -70,11 +70,11 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
   require(layer || mean.empty(), fn, "rms norm has no mean to save");
   detail::check_size(mean, rows, true, fn, "mean");
   detail::check_size(rstd, rows, true, fn, "rstd");
-  const C* g = detail::in_compute_type<0>(gamma);
-  const C* b = detail::in_compute_type<1>(beta);
   const C alpha = static_cast<C>(options.alpha);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T) + sizeof(R));
+  const C* g = detail::placed_for<0, C>(gamma, y.data(), d, stream);
+  const C* b = detail::placed_for<1, C>(beta, y.data(), d, stream);
   const auto& ops = detail::row_ops<T>();
   const auto forward_row = [&] {
     if constexpr (std::is_same_v<T, R>)

@@ -30,10 +30,10 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   detail::check_size(mean, x.rows(), true, fn, "mean");
   detail::check_size(rstd, x.rows(), true, fn, "rstd");
   const int64_t rows = x.rows(), d = x.cols();
-  const auto* g = detail::in_compute_type<0>(gamma);
-  const auto* b = detail::in_compute_type<1>(beta);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T));
+  const auto* g = detail::placed_for<0, compute_t<T>>(gamma, y.data(), x.cols(), stream);
+  const auto* b = detail::placed_for<1, compute_t<T>>(beta, y.data(), x.cols(), stream);
   const auto& ops = detail::row_ops<T>();
   const auto save = [&](int64_t r, const detail::RowMeanRstd& st) {
     if (!mean.empty()) mean[r] = static_cast<stat_t<T>>(st.mean);
@@ -79,12 +79,12 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   require(dgamma.empty() || !gamma.empty(), fn, "dgamma requested but gamma is absent");
   const int64_t rows = x.rows(), d = x.cols();
   if (rows == 0) return;
-  const T* gm = gamma.empty() ? nullptr : gamma.data();
   const bool want_dg = !dgamma.empty(), want_db = !dbeta.empty();
   const detail::RowChunks chunks(rows);
   detail::ParamPartials<S> partials(chunks.count, d, want_dg, want_db);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T));
+  const T* gm = detail::placed_for<2, T>(gamma, dx.data(), d, stream);
   const auto& ops = detail::row_ops<T>();
 
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));

@@ -26,9 +26,9 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
   detail::check_size(gamma, x.cols(), true, fn, "gamma");
   detail::check_size(rstd, x.rows(), true, fn, "rstd");
   const int64_t rows = x.rows(), d = x.cols();
-  const auto* g = detail::in_compute_type<0>(gamma);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T));
+  const auto* g = detail::placed_for<0, compute_t<T>>(gamma, y.data(), x.cols(), stream);
   const auto& ops = detail::row_ops<T>();
 
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
@@ -70,11 +70,11 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   require(dgamma.empty() || !gamma.empty(), fn, "dgamma requested but gamma is absent");
   const int64_t rows = x.rows(), d = x.cols();
   if (rows == 0) return;
-  const T* gm = gamma.empty() ? nullptr : gamma.data();
   const detail::RowChunks chunks(rows);
   detail::ParamPartials<S> partials(chunks.count, d, !dgamma.empty(), false);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T));
+  const T* gm = detail::placed_for<2, T>(gamma, dx.data(), d, stream);
   const auto& ops = detail::row_ops<T>();
 
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));

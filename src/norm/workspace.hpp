@@ -11,6 +11,7 @@
 #include <span>
 #include <type_traits>
 
+#include "../simd/row_ops.hpp"  // kShortRowBytes (relative: tests include this header too)
 #include "addnorm/norm/types.hpp"
 
 namespace addnorm::detail {
@@ -42,20 +43,38 @@ T* scratch(size_t n) {
   return buf.get();
 }
 
-// A parameter vector (gamma, beta) in the compute type: the span itself for f32/f64, else a copy
-// converted into this thread's scratch slot Slot; null when empty. Valid until the next call with
-// the same slot on this thread.
-template <int Slot, class T>
-const compute_t<T>* in_compute_type(std::span<const T> p) {
-  using C = compute_t<T>;
+// Where a parameter vector of U should start for rows of d O's written at out (row 0), streamed or
+// not: the row kernels give rows of 1 KiB or more a scalar head up to out's first cache line when
+// they stream them (stream_head), or when their elements are of 4 bytes or more (aligns_head; both
+// in simd/vec.inc), and the vector loop then loads element i of the vector from whole lines when
+// it sits at the offset in its line that this returns; other rows start their vectors at element
+// 0, so 0 for them.
+template <class U, class O>
+size_t line_offset_for(const O* out, int64_t d, bool stream) {
+  const auto ox = reinterpret_cast<uintptr_t>(out) % kScratchAlign;
+  if (d * static_cast<int64_t>(sizeof(O)) < kShortRowBytes || ox % sizeof(O) != 0) return 0;
+  if (!stream && sizeof(O) < 4) return 0;
+  const size_t head = (kScratchAlign - ox) % kScratchAlign / sizeof(O);  // elements before out's first line
+  return (kScratchAlign - head * sizeof(U) % kScratchAlign) % kScratchAlign;
+}
+
+// A parameter vector (gamma, beta) of d elements as U (its own type, or the compute type) for rows
+// written at out: the span itself when it is of type U and already at line_offset_for's offset,
+// else a copy converted into this thread's scratch slot Slot at that offset; null when empty. Valid
+// until the next call with the same slot on this thread. Measurements: aligns_head in simd/vec.inc.
+template <int Slot, class U, class T, class O>
+const U* placed_for(std::span<const T> p, const O* out, int64_t d, bool stream) {
   if (p.empty()) return nullptr;
-  if constexpr (std::is_same_v<C, T>) {
-    return p.data();
-  } else {
-    C* out = scratch<C, 16 + Slot>(p.size());
-    for (size_t i = 0; i < p.size(); ++i) out[i] = static_cast<C>(p[i]);
-    return out;
-  }
+  const size_t off = line_offset_for<U>(out, d, stream);
+  if constexpr (std::is_same_v<U, T>)
+    if (reinterpret_cast<uintptr_t>(p.data()) % kScratchAlign == off) return p.data();
+  U* buf = scratch<U, 16 + Slot>(p.size() + kScratchAlign / sizeof(U));
+  U* dst = reinterpret_cast<U*>(reinterpret_cast<char*>(buf) + off);
+  if constexpr (std::is_same_v<U, T>)
+    std::memcpy(static_cast<void*>(dst), p.data(), p.size() * sizeof(T));
+  else
+    for (size_t i = 0; i < p.size(); ++i) dst[i] = static_cast<U>(p[i]);
+  return dst;
 }
 
 // A parameter vector of d elements in double, in this thread's scratch slot Slot; `fill` for every

@@ -1,16 +1,29 @@
 // The kernels' per-thread scratch buffers (src/norm/workspace.hpp): each starts on a cache line,
-// grows as std::vector::resize would (old elements kept, new ones zero), and slots are distinct.
+// grows as std::vector::resize would (old elements kept, new ones zero), and slots are distinct;
+// and placed_for, which puts gamma / beta where the row kernels' vector loops load them from whole lines.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <span>
 #include <thread>
+#include <vector>
 
 #include "../../src/norm/workspace.hpp"
 
 namespace {
 
 using addnorm::detail::kScratchAlign;
+using addnorm::detail::line_offset_for;
+using addnorm::detail::placed_for;
 using addnorm::detail::scratch;
+
+// A pointer `bytes` past a cache line inside buf.
+template <class T>
+T* past_a_line(std::vector<T>& buf, size_t bytes) {
+  auto addr = reinterpret_cast<uintptr_t>(buf.data());
+  addr += (kScratchAlign - addr % kScratchAlign) % kScratchAlign + bytes;
+  return reinterpret_cast<T*>(addr);
+}
 
 template <class T>
 bool on_a_line(const T* p) {
@@ -48,6 +61,38 @@ TEST(Scratch, SlotsAndThreadsHaveTheirOwnBuffers) {
   std::thread t([&] { other = scratch<float, 45>(64); });
   t.join();
   EXPECT_NE(other, a);
+}
+
+// Rows of 1 KiB or more whose output starts 16 bytes past a line get a head up to the line (f32
+// always, bf16 when streamed), so gamma's element i must sit where the rows' does.
+TEST(Placement, ParametersSitLikeTheRowsTheyServe) {
+  std::vector<float> rows_f(4096), rows_g(4096);
+  std::vector<addnorm::bf16> rows_b(4096);
+  const float* out_f = past_a_line(rows_f, 16);
+  const addnorm::bf16* out_b = past_a_line(rows_b, 16);
+  EXPECT_EQ((line_offset_for<float>(out_f, 768, false)), 16u);  // head of 12 f32: 48 bytes
+  EXPECT_EQ((line_offset_for<float>(out_f, 200, false)), 0u);   // 800 bytes: no head
+  EXPECT_EQ((line_offset_for<float>(out_b, 768, false)), 0u);   // bf16 in cache: no head
+  EXPECT_EQ((line_offset_for<float>(out_b, 768, true)), 32u);   // head of 24 bf16: 96 bytes of f32
+  EXPECT_EQ((line_offset_for<addnorm::bf16>(out_b, 768, true)), 16u);
+
+  // Already in place: the caller's own array. Elsewhere: a copy at the offset, the same values.
+  float* g_in_place = past_a_line(rows_g, 16);
+  for (int i = 0; i < 768; ++i) g_in_place[i] = 0.5f * static_cast<float>(i);
+  EXPECT_EQ((placed_for<7, float>(std::span<const float>(g_in_place, 768), out_f, 768, false)), g_in_place);
+  float* g_on_line = past_a_line(rows_g, 0);
+  for (int i = 0; i < 768; ++i) g_on_line[i] = 0.25f * static_cast<float>(i);
+  const float* copy = placed_for<7, float>(std::span<const float>(g_on_line, 768), out_f, 768, false);
+  ASSERT_NE(copy, g_on_line);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(copy) % kScratchAlign, 16u);
+  for (int i = 0; i < 768; ++i) ASSERT_EQ(copy[i], g_on_line[i]) << i;
+  // bf16 parameters in the compute type (f32), for streamed bf16 rows 16 bytes past a line.
+  std::vector<addnorm::bf16> gb(768);
+  for (int i = 0; i < 768; ++i) gb[static_cast<size_t>(i)] = addnorm::bf16(static_cast<float>(i % 200));
+  const float* gf = placed_for<7, float>(std::span<const addnorm::bf16>(gb), out_b, 768, true);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(gf) % kScratchAlign, 32u);
+  for (int i = 0; i < 768; ++i) ASSERT_EQ(gf[i], static_cast<float>(i % 200)) << i;
+  EXPECT_EQ((placed_for<7, float>(std::span<const float>{}, out_f, 768, false)), nullptr);
 }
 
 }  // namespace
