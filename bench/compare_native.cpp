@@ -10,6 +10,7 @@
 //   addnorm_compare --info
 //   addnorm_compare --impls triad,addnorm,onednn --ops layer_norm_fwd,rms_norm_bwd --dtypes f32,bf16
 //                   --shapes 8192x768,1x512 --threads 1,2 [--min-time 0.05] [--reps 5] [--triad-mib 128]
+//                   [--offset 16]  (every array 16 bytes past a cache line, as NumPy's large ones)
 //
 // Method (the same as bench/compare's Python peers): every buffer is allocated and touched once
 // before any timing and reused by every case; an impl is warmed with one call; then a batch size k
@@ -71,6 +72,7 @@ struct Args {
   double min_time = 0.05;   // seconds per timed batch
   int reps = 5;             // timed batches
   int64_t triad_mib = 128;  // per triad array
+  int64_t offset = 0;       // bytes past a cache line at which every array starts
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -112,11 +114,16 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--min-time", a.min_time, "seconds per timed batch")->check(CLI::Range(1e-6, 1e3));
   app.add_option("--reps", a.reps, "timed batches")->check(CLI::Range(1, 1000000));
   app.add_option("--triad-mib", a.triad_mib, "MiB per triad array")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--offset", a.offset,
+                 "bytes past a cache line at which every array starts, a multiple of 8 below 64 (NumPy's large "
+                 "arrays: 16)")
+      ->check(CLI::Range(int64_t{0}, int64_t{56}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     std::exit(app.exit(e));
   }
+  if (a.offset % 8 != 0) usage_error("--offset " + std::to_string(a.offset) + " is not a multiple of 8");
   if (!ops.empty()) {
     a.ops.clear();
     for (const auto& s : ops) a.ops.push_back(parse_op(s));
@@ -352,30 +359,35 @@ struct Arena {
   Buffer<std::byte> gamma, beta, dgamma, dbeta, mean, rstd;
   Buffer<float> dn_scale, dn_shift, dn_dscale, dn_dshift, dn_mean, dn_var;
 
-  Arena(size_t big_bytes, size_t vec_elems)
-      : x(big_bytes),
-        f(big_bytes),
-        dy(big_bytes),
-        y(big_bytes),
-        s(big_bytes),
-        dx(big_bytes),
-        gamma(vec_elems * 8),
-        beta(vec_elems * 8),
-        dgamma(vec_elems * 8),
-        dbeta(vec_elems * 8),
-        mean(vec_elems * 8),
-        rstd(vec_elems * 8),
+  size_t offset;  // bytes: where the (rows, d) arrays and the vectors of T and stat_t start
+
+  // Every byte buffer has 64 bytes more than asked, for the offset.
+  Arena(size_t big_bytes, size_t vec_elems, size_t off)
+      : x(big_bytes + 64),
+        f(big_bytes + 64),
+        dy(big_bytes + 64),
+        y(big_bytes + 64),
+        s(big_bytes + 64),
+        dx(big_bytes + 64),
+        gamma(vec_elems * 8 + 64),
+        beta(vec_elems * 8 + 64),
+        dgamma(vec_elems * 8 + 64),
+        dbeta(vec_elems * 8 + 64),
+        mean(vec_elems * 8 + 64),
+        rstd(vec_elems * 8 + 64),
         dn_scale(vec_elems),
         dn_shift(vec_elems),
         dn_dscale(vec_elems),
         dn_dshift(vec_elems),
         dn_mean(vec_elems),
-        dn_var(vec_elems) {}
+        dn_var(vec_elems),
+        offset(off) {}
 };
 
+// The arena buffer b as T, `offset` bytes in (Buffer's data starts on a 2 MiB boundary).
 template <class T>
-T* as(const Buffer<std::byte>& b) {
-  return reinterpret_cast<T*>(b.data());
+T* as(const Buffer<std::byte>& b, size_t offset) {
+  return reinterpret_cast<T*>(b.data() + offset);
 }
 
 // Typed views of the arena for one case.
@@ -389,18 +401,18 @@ struct Bufs {
   Bufs(const Arena& a, Shape sh)
       : rows(sh.rows),
         d(sh.d),
-        x(as<T>(a.x)),
-        f(as<T>(a.f)),
-        dy(as<T>(a.dy)),
-        y(as<T>(a.y)),
-        s(as<T>(a.s)),
-        dx(as<T>(a.dx)),
-        gamma(as<T>(a.gamma)),
-        beta(as<T>(a.beta)),
-        dgamma(as<T>(a.dgamma)),
-        dbeta(as<T>(a.dbeta)),
-        mean(as<S>(a.mean)),
-        rstd(as<S>(a.rstd)) {}
+        x(as<T>(a.x, a.offset)),
+        f(as<T>(a.f, a.offset)),
+        dy(as<T>(a.dy, a.offset)),
+        y(as<T>(a.y, a.offset)),
+        s(as<T>(a.s, a.offset)),
+        dx(as<T>(a.dx, a.offset)),
+        gamma(as<T>(a.gamma, a.offset)),
+        beta(as<T>(a.beta, a.offset)),
+        dgamma(as<T>(a.dgamma, a.offset)),
+        dbeta(as<T>(a.dbeta, a.offset)),
+        mean(as<S>(a.mean, a.offset)),
+        rstd(as<S>(a.rstd, a.offset)) {}
 
   [[nodiscard]] size_t n() const { return static_cast<size_t>(rows * d); }
   [[nodiscard]] View2D<T> v(T* p) const { return {p, rows, d}; }
@@ -758,7 +770,7 @@ int main(int argc, char** argv) {
     big = std::max(big, static_cast<size_t>(s.rows * s.d) * elem);
     vec = std::max(vec, static_cast<size_t>(std::max(s.rows, s.d)));
   }
-  const Arena arena(big, vec);
+  const Arena arena(big, vec, static_cast<size_t>(args.offset));
   for (const auto& dtype : args.dtypes) {
     if (dtype == "f32") {
       run_dtype<float>(args, arena, dtype);
