@@ -73,8 +73,8 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
   const C alpha = static_cast<C>(options.alpha);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T) + sizeof(R));
-  const C* g = detail::placed_for<0, C>(gamma, y.data(), d, stream);
-  const C* b = detail::placed_for<1, C>(beta, y.data(), d, stream);
+  const C* g = detail::placed_for<0, C>(gamma, y.data(), rows, d, stream);
+  const C* b = detail::placed_for<1, C>(beta, y.data(), rows, d, stream);
   const auto& ops = detail::row_ops<T>();
   const auto forward_row = [&] {
     if constexpr (std::is_same_v<T, R>)

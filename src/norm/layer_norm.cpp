@@ -32,8 +32,8 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   const int64_t rows = x.rows(), d = x.cols();
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T));
-  const auto* g = detail::placed_for<0, compute_t<T>>(gamma, y.data(), x.cols(), stream);
-  const auto* b = detail::placed_for<1, compute_t<T>>(beta, y.data(), x.cols(), stream);
+  const auto* g = detail::placed_for<0, compute_t<T>>(gamma, y.data(), rows, d, stream);
+  const auto* b = detail::placed_for<1, compute_t<T>>(beta, y.data(), rows, d, stream);
   const auto& ops = detail::row_ops<T>();
   const auto save = [&](int64_t r, const detail::RowMeanRstd& st) {
     if (!mean.empty()) mean[r] = static_cast<stat_t<T>>(st.mean);
@@ -84,7 +84,7 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   detail::ParamPartials<S> partials(chunks.count, d, want_dg, want_db);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T));
-  const T* gm = detail::placed_for<2, T>(gamma, dx.data(), d, stream);
+  const T* gm = detail::placed_for<2, T>(gamma, dx.data(), rows, d, stream);
   const auto& ops = detail::row_ops<T>();
 
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));

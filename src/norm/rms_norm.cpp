@@ -28,7 +28,7 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
   const int64_t rows = x.rows(), d = x.cols();
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T));
-  const auto* g = detail::placed_for<0, compute_t<T>>(gamma, y.data(), x.cols(), stream);
+  const auto* g = detail::placed_for<0, compute_t<T>>(gamma, y.data(), rows, d, stream);
   const auto& ops = detail::row_ops<T>();
 
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
@@ -74,7 +74,7 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   detail::ParamPartials<S> partials(chunks.count, d, !dgamma.empty(), false);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T));
-  const T* gm = detail::placed_for<2, T>(gamma, dx.data(), d, stream);
+  const T* gm = detail::placed_for<2, T>(gamma, dx.data(), rows, d, stream);
   const auto& ops = detail::row_ops<T>();
 
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));

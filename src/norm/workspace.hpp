@@ -58,16 +58,17 @@ size_t line_offset_for(const O* out, int64_t d, bool stream) {
   return (kScratchAlign - head * sizeof(U) % kScratchAlign) % kScratchAlign;
 }
 
-// A parameter vector (gamma, beta) of d elements as U (its own type, or the compute type) for rows
-// written at out: the span itself when it is of type U and already at line_offset_for's offset,
-// else a copy converted into this thread's scratch slot Slot at that offset; null when empty. Valid
-// until the next call with the same slot on this thread. Measurements: aligns_head in simd/vec.inc.
+// A parameter vector (gamma, beta) of d elements as U (its own type, or the compute type) for
+// `rows` rows written at out: the span itself when it is of type U and already at
+// line_offset_for's offset, or when there are too few rows (under 4) for a copy to pay; else a copy
+// converted into this thread's scratch slot Slot at that offset; null when empty. Valid until the
+// next call with the same slot on this thread. Measurements: aligns_head in simd/vec.inc.
 template <int Slot, class U, class T, class O>
-const U* placed_for(std::span<const T> p, const O* out, int64_t d, bool stream) {
+const U* placed_for(std::span<const T> p, const O* out, int64_t rows, int64_t d, bool stream) {
   if (p.empty()) return nullptr;
   const size_t off = line_offset_for<U>(out, d, stream);
   if constexpr (std::is_same_v<U, T>)
-    if (reinterpret_cast<uintptr_t>(p.data()) % kScratchAlign == off) return p.data();
+    if (rows < 4 || reinterpret_cast<uintptr_t>(p.data()) % kScratchAlign == off) return p.data();
   U* buf = scratch<U, 16 + Slot>(p.size() + kScratchAlign / sizeof(U));
   U* dst = reinterpret_cast<U*>(reinterpret_cast<char*>(buf) + off);
   if constexpr (std::is_same_v<U, T>)

@@ -79,20 +79,22 @@ TEST(Placement, ParametersSitLikeTheRowsTheyServe) {
   // Already in place: the caller's own array. Elsewhere: a copy at the offset, the same values.
   float* g_in_place = past_a_line(rows_g, 16);
   for (int i = 0; i < 768; ++i) g_in_place[i] = 0.5f * static_cast<float>(i);
-  EXPECT_EQ((placed_for<7, float>(std::span<const float>(g_in_place, 768), out_f, 768, false)), g_in_place);
+  EXPECT_EQ((placed_for<7, float>(std::span<const float>(g_in_place, 768), out_f, 16, 768, false)), g_in_place);
   float* g_on_line = past_a_line(rows_g, 0);
   for (int i = 0; i < 768; ++i) g_on_line[i] = 0.25f * static_cast<float>(i);
-  const float* copy = placed_for<7, float>(std::span<const float>(g_on_line, 768), out_f, 768, false);
+  const float* copy = placed_for<7, float>(std::span<const float>(g_on_line, 768), out_f, 16, 768, false);
   ASSERT_NE(copy, g_on_line);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(copy) % kScratchAlign, 16u);
   for (int i = 0; i < 768; ++i) ASSERT_EQ(copy[i], g_on_line[i]) << i;
+  // Fewer than 4 rows: the caller's array as it is (a copy would cost more than it saves).
+  EXPECT_EQ((placed_for<7, float>(std::span<const float>(g_on_line, 768), out_f, 3, 768, false)), g_on_line);
   // bf16 parameters in the compute type (f32), for streamed bf16 rows 16 bytes past a line.
   std::vector<addnorm::bf16> gb(768);
   for (int i = 0; i < 768; ++i) gb[static_cast<size_t>(i)] = addnorm::bf16(static_cast<float>(i % 200));
-  const float* gf = placed_for<7, float>(std::span<const addnorm::bf16>(gb), out_b, 768, true);
+  const float* gf = placed_for<7, float>(std::span<const addnorm::bf16>(gb), out_b, 2, 768, true);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(gf) % kScratchAlign, 32u);
   for (int i = 0; i < 768; ++i) ASSERT_EQ(gf[i], static_cast<float>(i % 200)) << i;
-  EXPECT_EQ((placed_for<7, float>(std::span<const float>{}, out_f, 768, false)), nullptr);
+  EXPECT_EQ((placed_for<7, float>(std::span<const float>{}, out_f, 16, 768, false)), nullptr);
 }
 
 }  // namespace
