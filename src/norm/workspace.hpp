@@ -11,7 +11,7 @@
 #include <span>
 #include <type_traits>
 
-#include "../simd/row_ops.hpp"  // kShortRowBytes (relative: tests include this header too)
+#include "../simd/row_ops.hpp"  // row_has_head (relative: tests include this header too)
 #include "addnorm/norm/types.hpp"
 
 namespace addnorm::detail {
@@ -44,17 +44,14 @@ T* scratch(size_t n) {
 }
 
 // Where a parameter vector of U should start for rows of d O's written at out (row 0), streamed or
-// not: the row kernels give rows of 1 KiB or more a scalar head up to out's first cache line when
-// they stream them (stream_head), or when their elements are of 4 bytes or more (aligns_head; both
-// in simd/vec.inc), and the vector loop then loads element i of the vector from whole lines when
-// it sits at the offset in its line that this returns; other rows start their vectors at element
-// 0, so 0 for them.
+// not: when the rows get a scalar head up to out's first cache line (row_has_head, simd/row_ops.hpp),
+// the vector loop loads element i of the vector from whole lines when it sits at the offset in its
+// line that this returns; other rows start their vectors at element 0, so 0 for them.
 template <class U, class O>
 size_t line_offset_for(const O* out, int64_t d, bool stream) {
-  const auto ox = reinterpret_cast<uintptr_t>(out) % kScratchAlign;
-  if (d * static_cast<int64_t>(sizeof(O)) < kShortRowBytes || ox % sizeof(O) != 0) return 0;
-  if (!stream && sizeof(O) < 4) return 0;
-  const size_t head = (kScratchAlign - ox) % kScratchAlign / sizeof(O);  // elements before out's first line
+  const auto addr = reinterpret_cast<uintptr_t>(out);
+  if (!row_has_head(addr, d, sizeof(O), stream)) return 0;
+  const size_t head = (kScratchAlign - addr % kScratchAlign) / sizeof(O);  // elements before out's first line
   return (kScratchAlign - head * sizeof(U) % kScratchAlign) % kScratchAlign;
 }
 
@@ -62,7 +59,7 @@ size_t line_offset_for(const O* out, int64_t d, bool stream) {
 // `rows` rows written at out: the span itself when it is of type U and already at
 // line_offset_for's offset, or when there are too few rows (under 4) for a copy to pay; else a copy
 // converted into this thread's scratch slot Slot at that offset; null when empty. Valid until the
-// next call with the same slot on this thread. Measurements: aligns_head in simd/vec.inc.
+// next call with the same slot on this thread. Measurements: row_has_head in simd/row_ops.hpp.
 template <int Slot, class U, class T, class O>
 const U* placed_for(std::span<const T> p, const O* out, int64_t rows, int64_t d, bool stream) {
   if (p.empty()) return nullptr;

@@ -151,6 +151,21 @@ ADDNORM_DECLARE_TARGET(generic)
 // streamed only when made of whole cache lines (see streams() in vec.inc).
 inline constexpr int64_t kShortRowBytes = 1024;
 
+// Whether a row of n elements of elem_bytes each, starting at addr, is written with a scalar head
+// up to its first cache line before the vector loop (row_map_next in vec.inc), so that the loop's
+// stores, and the loads of inputs at the same offset in their lines, fall on whole lines: rows of
+// 1 KiB or more that start off a line, when streamed (the streaming stores need it), and when not
+// streamed for elements of 4 bytes or more. placed_for (norm/workspace.hpp) places gamma and beta
+// by this rule. Every array 16 bytes past a line (as NumPy's large ones are), one thread, side by
+// side: f32 32 x 1024 LayerNorm forward 83 -> 106 GB/s, backward 61 -> 67; 1024 x 768 forward
+// 63 -> 78 (on a line: 120 and 82). bf16 rows in cache lost by it (32 x 1024 forward 55 -> 46):
+// their head, up to 31 elements, costs more than the loads gain, also when done as one vector
+// pair and a copy; with a masked store the streamed rows lost a third.
+inline bool row_has_head(uintptr_t addr, int64_t n, int64_t elem_bytes, bool streamed) {
+  return addr % 64 != 0 && addr % static_cast<uintptr_t>(elem_bytes) == 0 && n * elem_bytes >= kShortRowBytes &&
+         (streamed || elem_bytes >= 4);
+}
+
 // LayerNorm and RMSNorm forward take rows in batches of up to 16 (ln_forward_rows,
 // rms_forward_rows) of at most this many bytes together, so that a batch stays in L1 between its
 // statistics and output passes.

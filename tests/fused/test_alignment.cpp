@@ -1,6 +1,6 @@
 // Where the arrays sit in memory does not change a result. The row kernels give a row of 1 KiB or
 // more a scalar head up to its output's first cache line (streamed rows, and f32/f64 rows in cache:
-// aligns_head in src/simd/vec.inc), so the split between scalar and vector code moves with the
+// row_has_head in src/simd/row_ops.hpp), so the split between scalar and vector code moves with the
 // arrays' offset, and gamma/beta may be copied to sit like the rows (placed_for in
 // src/norm/workspace.hpp). On every SIMD target, LayerNorm and RMSNorm forward and backward and the
 // fused Add & Norm forward with dropout give the same bits for arrays 0, 1, 3, 4 and 5 elements past
