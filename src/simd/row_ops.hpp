@@ -25,6 +25,9 @@ struct NextRows {
   const char* p[3] = {nullptr, nullptr, nullptr};
   int64_t elem[3] = {0, 0, 0};
   int64_t far[3] = {0, 0, 0};
+  // Walk the current row's last pass from its end (map_prefetching_backward in vec.inc): set on
+  // every other row of kBackwardWalkCols or more (norm/row_blocks.hpp). The same results.
+  bool backward = false;
   template <class A, class B = char, class D = char>
   static NextRows of(const A* a, const B* b = nullptr, const D* c = nullptr) {
     NextRows n;

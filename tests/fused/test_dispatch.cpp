@@ -429,6 +429,9 @@ TEST_P(Dispatch, BatchedRowsMatchTheOneRowKernel) {
   // Streamed short rows: the fused forward's batches (d * sizeof(T) < 1 KiB; f32 ones prefetch).
   check_batched_rows_match_one_row<bf16>(33000, 100);
   check_batched_rows_match_one_row<float>(20000, 100);
+  // Streamed rows of 4096 or more elements: every other row walks its last pass backward.
+  check_batched_rows_match_one_row<float>(600, 4100);
+  check_batched_rows_match_one_row<bf16>(1100, 4100);
 }
 
 // BatchNorm forward against the f64 reference, in every element type: rows of 64 and 128 take the
