@@ -109,14 +109,14 @@ struct RowOps {
                             bool stream, const NextRows* next);
   void (*rms_backward_c_f32)(C* dx, S* pdg, const T* dy, const float* x, S rstd, const T* g, int64_t d, bool stream,
                              const NextRows* next);
-  // BatchNorm's elementwise passes (per-column constants in C): y = ((x - m_hi) - m_lo) * a + b and
+  // BatchNorm's elementwise passes (per-column constants in C): y = (x - m_hi) * a + c and
   // dx = s * (dy * gm - k2 - (x - m) * s * k1).
-  void (*bn_forward_row)(T* y, const T* x, const C* m_hi, const C* m_lo, const C* a, const C* b, int64_t d, bool stream,
+  void (*bn_forward_row)(T* y, const T* x, const C* m_hi, const C* a, const C* c, int64_t d, bool stream,
                          const NextRows* next);
   // The same over `count` rows of d = 64 or 128 (row r at + r * stride; valid: (count) or null),
   // the constants held in registers; invalid rows written as zeros. Null for f64.
-  void (*bn_forward_rows)(T* y, int64_t ys, const T* x, int64_t xs, const uint8_t* valid, const C* m_hi, const C* m_lo,
-                          const C* a, const C* b, int64_t count, int64_t d, bool stream) = nullptr;
+  void (*bn_forward_rows)(T* y, int64_t ys, const T* x, int64_t xs, const uint8_t* valid, const C* m_hi, const C* a,
+                          const C* c, int64_t count, int64_t d, bool stream) = nullptr;
   void (*bn_backward_row)(T* dx, const T* x, const T* dy, const C* m, const C* s, const C* gm, const C* k1, const C* k2,
                           int64_t d);
   void (*dropout_keep)(C* keep, uint64_t seed, uint64_t start, uint64_t threshold, double scale, int64_t n,

@@ -35,7 +35,8 @@ class Placed {
     std::memcpy(static_cast<void*>(data_), v.data(), v.size() * sizeof(T));
   }
   T* data() { return data_; }
-  std::vector<T> values() const { return std::vector<T>(data_, data_ + n_); }
+  const T* data() const { return data_; }
+  size_t size() const { return n_; }
 
  private:
   std::vector<T> buf_;
@@ -46,10 +47,11 @@ class Placed {
 // The bytes of every output of one run, in a fixed order.
 using Bytes = std::vector<unsigned char>;
 
+// The bytes of a Placed array or a vector.
 template <class V>
 void append(Bytes& out, const V& v) {
   const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-  out.insert(out.end(), p, p + v.size() * sizeof(v[0]));
+  out.insert(out.end(), p, p + v.size() * sizeof(*v.data()));
 }
 
 template <class T>
@@ -73,43 +75,42 @@ Bytes run_kernels(int64_t d, int64_t shift, const NextRows* next, bool stream) {
   Placed<C> gc(random_vector<C>(d, rng, 1, 0.3), shift), bc(random_vector<C>(d, rng), shift);
   Placed<C> keep(random_vector<C>(d, rng, 1, 0.2), shift), a(random_vector<C>(d, rng, 1, 0.3), shift);
   Placed<T> out(d, shift), out2(d, shift);
-  Placed<C> t(d, shift);
   std::vector<S> pdg(static_cast<size_t>(d), S{0.25}), pdb(static_cast<size_t>(d), S{-0.5});
   const double eps = 1e-5;
   Bytes bytes;
 
   const auto st = ops.ln_forward(out.data(), x.data(), gc.data(), bc.data(), d, eps, stream, next);
-  append(bytes, out.values());
+  append(bytes, out);
   append_value(bytes, st.mean);
   append_value(bytes, st.rstd);
   append_value(bytes, ops.rms_forward(out.data(), x.data(), gc.data(), d, eps, stream, next));
-  append(bytes, out.values());
+  append(bytes, out);
   ops.ln_backward(out.data(), pdg.data(), pdb.data(), dy.data(), x.data(), S{0.375}, S{0.875}, g.data(), d, stream,
                   next);
-  append(bytes, out.values());
+  append(bytes, out);
   ops.rms_backward(out.data(), pdg.data(), dy.data(), x.data(), S{0.875}, g.data(), d, stream, next);
-  append(bytes, out.values());
+  append(bytes, out);
   ops.ln_backward_pair(out.data(), out2.data(), pdg.data(), pdb.data(), dy.data(), h.data(), x.data(), f.data(),
                        S{0.375}, S{-0.125}, S{0.875}, S{1.25}, g.data(), d, stream, next, next);
-  append(bytes, out.values());
-  append(bytes, out2.values());
+  append(bytes, out);
+  append(bytes, out2);
   append(bytes, pdg);
   append(bytes, pdb);
   for (bool layer : {true, false}) {
     const auto fst = ops.add_norm_forward_row(out.data(), out2.data(), h.data(), f.data(), keep.data(), C{0.75},
                                               gc.data(), bc.data(), d, eps, layer, stream, x.data(), next);
-    append(bytes, out.values());
-    append(bytes, out2.values());
+    append(bytes, out);
+    append(bytes, out2);
     append_value(bytes, fst.mean);
     append_value(bytes, fst.rstd);
   }
   Placed<C> tc(random_vector<C>(d, rng), shift);
   ops.add_norm_backward_finish(out.data(), out2.data(), tc.data(), dy.data(), keep.data(), C{0.75}, d, stream, next);
-  append(bytes, out.values());
-  append(bytes, out2.values());
-  append(bytes, tc.values());
-  ops.bn_forward_row(out.data(), x.data(), gc.data(), t.data(), a.data(), bc.data(), d, stream, next);
-  append(bytes, out.values());
+  append(bytes, out);
+  append(bytes, out2);
+  append(bytes, tc);
+  ops.bn_forward_row(out.data(), x.data(), gc.data(), a.data(), bc.data(), d, stream, next);
+  append(bytes, out);
   return bytes;
 }
 
