@@ -17,17 +17,6 @@ namespace addnorm::detail {
 // costs more than a short row's work (measured: 65536 x 64 f32 lost a third).
 inline bool prefetch_rows(bool stream, int64_t row_bytes) { return stream && row_bytes >= kShortRowBytes; }
 
-// Rows of at least this many elements have their last pass walk alternately forward (even rows) and
-// backward (odd rows; NextRows::backward, map_prefetching_backward). With the pass forward every
-// row, each line of gamma / beta (and BatchNorm's per-column constants) is read again only after
-// the whole row, the parameters and the next row have gone through L1 since, so at 4096 f32 (48 KiB
-// read per row, the size of L1) it comes from L2 every time; walked back, the parameters read last
-// are the first read again. Side by side on 4096 x 4096, 2 threads: LayerNorm forward f32 84 -> 88
-// GB/s, bf16 LayerNorm and RMSNorm forward, the bf16 fused forward and BatchNorm +8-20%, f32 others
-// level. Not for shorter rows: at 2048 f32 LayerNorm and RMSNorm forward lost 14-16% (one thread),
-// at 768 the bf16 fused forward 6%: what fits in L1 gains nothing, and the backward walk costs.
-inline constexpr int64_t kBackwardWalkCols = 4096;
-
 // Whether batches of short rows (the fused forward's, the LayerNorm/RMSNorm backward's) prefetch the
 // next batch: when streaming, and for elements of 4 bytes or more. Measured side by side: f32 gains
 // (fused forward 65536 x 64, 2 threads: +7-10%; backward 262144 x 64: +5%); bf16 loses (fused
