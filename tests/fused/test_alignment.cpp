@@ -24,27 +24,7 @@ namespace {
 
 using addnorm::bf16;
 using addnorm::View2D;
-
-// n elements of T starting `shift` elements past a cache line, holding `values`.
-template <class T>
-class Placed {
- public:
-  Placed(const std::vector<T>& values, int64_t shift) : buf_(values.size() + 64) {
-    const auto addr = reinterpret_cast<uintptr_t>(buf_.data());
-    const size_t first_line = (64 - addr % 64) % 64 / sizeof(T);
-    data_ = buf_.data() + first_line + static_cast<size_t>(shift);
-    std::memcpy(static_cast<void*>(data_), values.data(), values.size() * sizeof(T));
-    n_ = values.size();
-  }
-  T* data() { return data_; }
-  std::span<const T> span() const { return {data_, n_}; }
-  std::vector<T> values() const { return std::vector<T>(data_, data_ + n_); }
-
- private:
-  std::vector<T> buf_;
-  T* data_ = nullptr;
-  size_t n_ = 0;
-};
+using addnorm::testing::Placed;
 
 template <class T>
 ::testing::AssertionResult same_bits(const std::vector<T>& a, const std::vector<T>& b, const std::string& what) {

@@ -22,28 +22,7 @@ namespace {
 
 using addnorm::bf16;
 using addnorm::detail::NextRows;
-
-// n elements of T (zeros) starting `shift` elements past a cache line.
-template <class T>
-class Placed {
- public:
-  Placed(int64_t n, int64_t shift) : buf_(static_cast<size_t>(n) + 64) {
-    const auto addr = reinterpret_cast<uintptr_t>(buf_.data());
-    data_ = buf_.data() + (64 - addr % 64) % 64 / sizeof(T) + shift;
-    n_ = static_cast<size_t>(n);
-  }
-  Placed(const std::vector<T>& v, int64_t shift) : Placed(static_cast<int64_t>(v.size()), shift) {
-    std::memcpy(static_cast<void*>(data_), v.data(), v.size() * sizeof(T));
-  }
-  T* data() { return data_; }
-  const T* data() const { return data_; }
-  size_t size() const { return n_; }
-
- private:
-  std::vector<T> buf_;
-  T* data_ = nullptr;
-  size_t n_ = 0;
-};
+using addnorm::testing::Placed;
 
 // The bytes of every output of one run, in a fixed order.
 using Bytes = std::vector<unsigned char>;

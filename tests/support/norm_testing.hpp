@@ -88,6 +88,32 @@ std::vector<double> to_double(std::span<const T> v) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// n elements of T starting `shift` elements past a cache line: zeros, or a copy of `values`
+// (test_alignment, test_backward_walk).
+template <class T>
+class Placed {
+ public:
+  Placed(int64_t n, int64_t shift) : buf_(static_cast<size_t>(n) + 64) {
+    const auto addr = reinterpret_cast<uintptr_t>(buf_.data());
+    data_ = buf_.data() + (64 - addr % 64) % 64 / sizeof(T) + static_cast<size_t>(shift);
+    n_ = static_cast<size_t>(n);
+  }
+  Placed(const std::vector<T>& values, int64_t shift) : Placed(static_cast<int64_t>(values.size()), shift) {
+    std::copy(values.begin(), values.end(), data_);
+  }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  size_t size() const { return n_; }
+  std::span<const T> span() const { return {data_, n_}; }
+  std::vector<T> values() const { return std::vector<T>(data_, data_ + n_); }
+
+ private:
+  std::vector<T> buf_;
+  T* data_ = nullptr;
+  size_t n_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
 // Matrices with a layout: an optional row stride larger than cols, a base pointer moved by
 // `offset` elements (an odd offset misaligns float and double data), and guard elements before
 // and after. Everything outside the elements holds a NaN with a recognizable payload: a kernel
