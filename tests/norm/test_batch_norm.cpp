@@ -280,27 +280,70 @@ TEST(BatchNormMask, SameAsDroppingThePaddingRows) {
 
 // The column statistics shift each column by the mean of its first 16 valid rows; columns whose
 // first rows sit far from the rest (here 1e3 against N(0, 1), and -5e2 in every other column) are
-// redone around their mean, and all must match the reference. Mixed with ordinary columns.
-TEST(BatchNorm, StatisticsWhenTheFirstRowsAreFarOff) {
-  for (const int64_t rows : {20, 300}) {
+// redone around their mean, and all must match the reference. Mixed with ordinary columns. For f32
+// the sums run in f32 over runs of 64 rows, added in double: 5000 rows are chunks of 79 rows, a
+// run of 64 and one of 15 (f64 sums have no runs; at 5000 rows y at 17 std differs from the
+// reference by 16 ulps of f64, the rounding of sums of 79 terms, beyond forward_tol).
+template <class T>
+void first_rows_far_off() {
+  using S = addnorm::stat_t<T>;
+  const double mean_tol = std::is_same_v<T, double> ? 1e-13 : 8 * addnorm::testing::eps_of<float>();
+  const double rstd_tol = std::is_same_v<T, double> ? 1e-12 : 8 * addnorm::testing::eps_of<float>();
+  for (const int64_t rows : {int64_t{20}, int64_t{300}, std::is_same_v<T, float> ? int64_t{5000} : int64_t{0}}) {
+    if (rows == 0) continue;
+    SCOPED_TRACE(describe(dtype_name<T>(), " rows=", rows));
     const int64_t d = 9;
     Rng rng(77);
-    Matrix<double> x(rows, d, Layout{});
+    Matrix<T> x(rows, d, Layout{});
     x.fill_normal(rng, 0.0, 1.0);
     for (int64_t r = 0; r < 16; ++r)
-      for (int64_t c = 0; c < d; c += 2) x(r, c) = (c % 4 == 0 ? 1e3 : -5e2) + static_cast<double>(r);
-    Matrix<double> y(rows, d, Layout{});
-    std::vector<double> mean(static_cast<size_t>(d)), rstd(static_cast<size_t>(d));
+      for (int64_t c = 0; c < d; c += 2) x(r, c) = T((c % 4 == 0 ? 1e3 : -5e2) + static_cast<double>(r));
+    Matrix<T> y(rows, d, Layout{});
+    std::vector<S> mean(static_cast<size_t>(d)), rstd(static_cast<size_t>(d));
     BatchNormOptions opt;
-    addnorm::batch_norm_forward<double>(y.view(), mean, rstd, {}, {}, x.cview(), {}, {}, {}, opt);
-    const addnorm::ref::Forward rf = addnorm::ref::batch_norm_forward<double>(x.cview(), {}, {}, {}, opt.eps);
+    addnorm::batch_norm_forward<T>(y.view(), mean, rstd, {}, {}, x.cview(), {}, {}, {}, opt);
+    const addnorm::ref::Forward rf = addnorm::ref::batch_norm_forward<T>(x.cview(), {}, {}, {}, opt.eps);
     for (int64_t c = 0; c < d; ++c) {
       const auto k = static_cast<size_t>(c);
-      EXPECT_NEAR(mean[k], rf.mean[k], 1e-13 * std::max(1.0, std::fabs(rf.mean[k]))) << "rows " << rows << " col " << c;
-      EXPECT_NEAR(rstd[k], rf.rstd[k], 1e-12 * rf.rstd[k]) << "rows " << rows << " col " << c;
+      const auto m = static_cast<double>(mean[k]), s = static_cast<double>(rstd[k]);
+      EXPECT_NEAR(m, rf.mean[k], mean_tol * std::max(1.0, std::fabs(rf.mean[k]))) << "col " << c;
+      EXPECT_NEAR(s, rf.rstd[k], rstd_tol * rf.rstd[k]) << "col " << c;
     }
     const std::vector<double> unit(rf.y.size(), 1.0);  // y is O(1): errors count against 1
-    EXPECT_TRUE(all_close("y", y.packed(), rf.y, forward_tol<double>(), d, unit));
+    EXPECT_TRUE(all_close("y", y.packed(), rf.y, forward_tol<T>(), d, unit));
+  }
+}
+
+TEST(BatchNorm, StatisticsWhenTheFirstRowsAreFarOff) {
+  first_rows_far_off<double>();
+  first_rows_far_off<float>();
+}
+
+// f32 columns whose deviations' squares overflow f32 (spread 1e20: squares of 1e40) are summed
+// again in double, and must match the reference; the other columns too.
+TEST(BatchNorm, F32SquaresThatOverflowAreSummedInDouble) {
+  for (const int64_t rows : {40, 5000}) {
+    SCOPED_TRACE(describe("rows=", rows));
+    const int64_t d = 6;
+    Rng rng(78);
+    Matrix<float> x(rows, d, Layout{});
+    x.fill_normal(rng, 0.0, 1.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < d; c += 3) x(r, c) *= 1e20f;
+    Matrix<float> y(rows, d, Layout{});
+    std::vector<float> mean(static_cast<size_t>(d)), rstd(static_cast<size_t>(d));
+    BatchNormOptions opt;
+    addnorm::batch_norm_forward<float>(y.view(), mean, rstd, {}, {}, x.cview(), {}, {}, {}, opt);
+    const addnorm::ref::Forward rf = addnorm::ref::batch_norm_forward<float>(x.cview(), {}, {}, {}, opt.eps);
+    const double tol = 8 * addnorm::testing::eps_of<float>();
+    for (int64_t c = 0; c < d; ++c) {
+      const auto k = static_cast<size_t>(c);
+      const double scale = c % 3 == 0 ? 1e20 : 1.0;  // the mean is O(std / sqrt(rows)): against the std
+      EXPECT_NEAR(static_cast<double>(mean[k]), rf.mean[k], tol * scale) << "col " << c;
+      EXPECT_NEAR(static_cast<double>(rstd[k]), rf.rstd[k], tol * rf.rstd[k]) << "col " << c;
+    }
+    const std::vector<double> unit(rf.y.size(), 1.0);
+    EXPECT_TRUE(all_close("y", y.packed(), rf.y, forward_tol<float>(), d, unit));
   }
 }
 
