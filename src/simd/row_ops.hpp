@@ -130,7 +130,11 @@ struct RowOps {
   void (*bn_forward_rows)(T* y, int64_t ys, const T* x, int64_t xs, const uint8_t* valid, const C* m_hi, const C* a,
                           const C* c, int64_t count, int64_t d, bool stream) = nullptr;
   void (*bn_backward_row)(T* dx, const T* x, const T* dy, const C* m, const C* s, const C* gm, const C* k1, const C* k2,
-                          int64_t d);
+                          int64_t d, bool stream, const NextRows* next);
+  // The same over `count` rows of d = 64 or 128 (as bn_forward_rows). Null for f64.
+  void (*bn_backward_rows)(T* dx, int64_t dxs, const T* x, int64_t xs, const T* dy, int64_t dys, const uint8_t* valid,
+                           const C* m, const C* s, const C* gm, const C* k1, const C* k2, int64_t count, int64_t d,
+                           bool stream) = nullptr;
   void (*dropout_keep)(C* keep, uint64_t seed, uint64_t start, uint64_t threshold, double scale, int64_t n,
                        uint32_t* bits, uint32_t* scratch);
   void (*philox_fill)(uint32_t* bits, uint64_t seed, uint64_t start, int64_t n, uint32_t* scratch);

@@ -434,9 +434,9 @@ TEST_P(Dispatch, BatchedRowsMatchTheOneRowKernel) {
   check_batched_rows_match_one_row<bf16>(1100, 4100);
 }
 
-// BatchNorm forward against the f64 reference, in every element type: rows of 64 and 128 take the
-// batch kernel (bn_forward_rows: constants in registers), the others the row kernel; with a mask
-// (padding rows hold NaN and must come out +0) and without.
+// BatchNorm forward and backward against the f64 reference, in every element type: rows of 64 and
+// 128 take the batch kernels (bn_forward_rows, bn_backward_rows: constants in registers), the
+// others the row kernels; with a mask (padding rows hold NaN and must come out +0) and without.
 template <class T>
 void check_batch_norm(int64_t rows, int64_t d, bool masked) {
   using S = addnorm::stat_t<T>;
@@ -464,6 +464,28 @@ void check_batch_norm(int64_t rows, int64_t d, bool masked) {
       const double v = y.at(r, c);
       ASSERT_TRUE(v == 0.0 && !std::signbit(v)) << "padding row " << r << " col " << c << ": " << v;
     }
+  // Backward from the saved statistics: the column sums, then dx (bn_backward_rows for 64 and 128).
+  Mat<T> dy(rows, d, d + 5, 3, 45, 0.0, 1.0), dx(rows, d, d + 5, 3, 46, 0, 1);
+  for (int64_t r = 1; masked && r < rows; r += 3)
+    for (int64_t c = 0; c < d; ++c) dy.buf[static_cast<size_t>(dy.shift + r * dy.stride + c)] = static_cast<T>(NAN);
+  std::vector<T> dgamma(static_cast<size_t>(d), T(0)), dbeta(static_cast<size_t>(d), T(0));
+  addnorm::batch_norm_backward<T>(dx.view(), dgamma, dbeta, dy.cview(), x.cview(), mask, mean, rstd, gamma);
+  const auto b = addnorm::ref::batch_norm_backward<T>(dy.cview(), x.cview(), mask, gamma, opt.eps);
+  double term = 0;  // the size of dx's terms: rstd * |dy * gamma|, over the valid rows
+  for (int64_t r = 0; r < rows; ++r) {
+    if (masked && r % 3 == 1) continue;
+    for (int64_t c = 0; c < d; ++c)
+      term = std::max(term, f.rstd[static_cast<size_t>(c)] * std::abs(dy.at(r, c) * static_cast<double>(gamma[c])));
+  }
+  EXPECT_TRUE(close(dx, b.dx, "batch_norm dx", std::vector<double>(static_cast<size_t>(rows), 4 * term)));
+  const double rs = std::sqrt(static_cast<double>(rows)) * 4;
+  EXPECT_TRUE(close_vec(dgamma, b.dgamma, rs, "batch_norm dgamma"));
+  EXPECT_TRUE(close_vec(dbeta, b.dbeta, rs, "batch_norm dbeta"));
+  for (int64_t r = 1; masked && r < rows; r += 3)
+    for (int64_t c = 0; c < d; ++c) {
+      const double v = dx.at(r, c);
+      ASSERT_TRUE(v == 0.0 && !std::signbit(v)) << "padding dx row " << r << " col " << c << ": " << v;
+    }
 }
 
 TEST_P(Dispatch, BatchNormForward) {
@@ -476,6 +498,8 @@ TEST_P(Dispatch, BatchNormForward) {
       }
   check_batch_norm<bf16>(70000, 64, false);  // streamed
   check_batch_norm<float>(20000, 128, true);
+  check_batch_norm<float>(600, 4100, false);  // streamed rows of the row kernels
+  check_batch_norm<bf16>(1100, 4100, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedTargets, Dispatch, ::testing::ValuesIn(addnorm::supported_simd_targets()),

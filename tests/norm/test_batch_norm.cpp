@@ -211,6 +211,18 @@ TEST_P(BatchNormSweep, F64) { sweep_targets<double>(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormSweep, ::testing::ValuesIn(sweep_shapes()), shape_name);
 
+// More than 4096 valid rows: chunks longer than 64 rows, whose f32 sums (forward statistics,
+// backward sums of dy and dy * (x - mean)) run over runs of 64 rows added in double (5000 rows:
+// chunks of 79, runs of 64 and 15; masked, 6667 rows with 4445 valid: chunks of 70). Forward and
+// backward against the reference, on every SIMD target.
+TEST(BatchNormSweep, RowsInRunsOfSixtyFour) {
+  addnorm::testing::for_each_simd_target([] {
+    run_case<float>({5000, 7, Layout{}, true, false, false, 4242});
+    run_case<float>({6667, 5, Layout{}, true, true, false, 4243});
+    run_case<double>({5000, 7, Layout{}, true, false, false, 4244});
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 // The mask: a masked batch gives exactly (bitwise) what the batch of its valid rows gives, in
 // every output, and the padding rows give 0, even when they hold NaN or huge values.
