@@ -93,11 +93,12 @@ void sum_deviations(A* s1, A* s2, const A* k, View2D<const T> x, const ValidRows
   }
 }
 
-// sd[c] += sum of dy[r][c], st[c] += sum of dy[r][c] * (x[r][c] - m[c]), in A, over the valid
-// rows j in [j, end), in row order, four rows per sweep (as sum_deviations).
+// sd[c] += sum of dy[r][c], st[c] += sum of dy[r][c] * x_hat[r][c] with x_hat = (x - m[c]) * s[c],
+// in A, over the valid rows j in [j, end), in row order, four rows per sweep (as sum_deviations).
+// x_hat is O(1) whatever the scale of x (1e30 in f32), so the products overflow only when dy does.
 template <class A, class T>
-void sum_grad_terms(A* sd, A* st, const A* m, View2D<const T> x, View2D<const T> dy, const ValidRows& row_of, int64_t j,
-                    int64_t end) {
+void sum_grad_terms(A* sd, A* st, const A* m, const A* s, View2D<const T> x, View2D<const T> dy,
+                    const ValidRows& row_of, int64_t j, int64_t end) {
   const int64_t d = x.cols();
   for (; j + 4 <= end; j += 4) {
     const int64_t r0 = row_of(j), r1 = row_of(j + 1), r2 = row_of(j + 2), r3 = row_of(j + 3);
@@ -105,13 +106,13 @@ void sum_grad_terms(A* sd, A* st, const A* m, View2D<const T> x, View2D<const T>
     const T *g0 = dy.row(r0), *g1 = dy.row(r1), *g2 = dy.row(r2), *g3 = dy.row(r3);
 #pragma omp simd
     for (int64_t c = 0; c < d; ++c) {
-      const A mc = m[c];
+      const A mc = m[c], sc = s[c];
       const A e0 = static_cast<A>(g0[c]), e1 = static_cast<A>(g1[c]), e2 = static_cast<A>(g2[c]),
               e3 = static_cast<A>(g3[c]);
       sd[c] = (((sd[c] + e0) + e1) + e2) + e3;
-      st[c] = (((st[c] + e0 * (static_cast<A>(x0[c]) - mc)) + e1 * (static_cast<A>(x1[c]) - mc)) +
-               e2 * (static_cast<A>(x2[c]) - mc)) +
-              e3 * (static_cast<A>(x3[c]) - mc);
+      st[c] = (((st[c] + e0 * ((static_cast<A>(x0[c]) - mc) * sc)) + e1 * ((static_cast<A>(x1[c]) - mc) * sc)) +
+               e2 * ((static_cast<A>(x2[c]) - mc) * sc)) +
+              e3 * ((static_cast<A>(x3[c]) - mc) * sc);
     }
   }
   for (; j < end; ++j) {
@@ -121,7 +122,7 @@ void sum_grad_terms(A* sd, A* st, const A* m, View2D<const T> x, View2D<const T>
     for (int64_t c = 0; c < d; ++c) {
       const A e = static_cast<A>(gr[c]);
       sd[c] += e;
-      st[c] += e * (static_cast<A>(xr[c]) - m[c]);
+      st[c] += e * ((static_cast<A>(xr[c]) - m[c]) * s[c]);
     }
   }
 }
@@ -374,9 +375,9 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   const int64_t n = count_valid(mask, rows);
   require(n > 0, fn, "the mask of ", rows, " rows has no valid row");
 
-  // Per column, over the valid rows: sd = sum(dy) and st = sum(dy * (x - mean)), from which
-  // sum(g) = gamma * sd and sum(g * x_hat) = gamma * rstd * st (gamma and rstd are constant down a
-  // column): two sums where four were taken. In row order: fixed chunks of valid rows (as in
+  // Per column, over the valid rows: sd = sum(dy) and st = sum(dy * x_hat), from which sum(g) =
+  // gamma * sd and sum(g * x_hat) = gamma * st (gamma is constant down a column): two sums where
+  // four were taken. In row order: fixed chunks of valid rows (as in
   // column_mean_var), each chunk's sums added in chunk order; for f32 math in f32 over runs of
   // kShiftedRun rows, each run added in double (as the forward's statistics). With the streamed,
   // prefetching dx pass and the batch kernel for rows of 64 and 128, against four double sums per
@@ -387,19 +388,23 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   const detail::RowChunks chunks(n, 64);
   double* part = detail::scratch<double, 2>(static_cast<size_t>(chunks.count * 2 * d));  // [chunk][sd | st]
   C* m = detail::scratch<C, 1>(static_cast<size_t>(5 * d));  // mean; then rstd | gamma | c1 | c2
-  for (int64_t c = 0; c < d; ++c) m[c] = static_cast<C>(mean[c]);
+  C* s = m + d;
+  for (int64_t c = 0; c < d; ++c) {
+    m[c] = static_cast<C>(mean[c]);
+    s[c] = static_cast<C>(rstd[c]);
+  }
   parallel_for(chunks.count, threads_for(n * d, kMinWorkPerThread), [&](int64_t k) {
     double* sd = part + k * 2 * d;
     double* st = sd + d;
     std::fill(sd, sd + 2 * d, 0.0);
     if constexpr (std::is_same_v<C, double>) {
-      sum_grad_terms(sd, st, m, x, dy, row_of, chunks.begin(k), chunks.end(k));
+      sum_grad_terms(sd, st, m, s, x, dy, row_of, chunks.begin(k), chunks.end(k));
     } else {
       C* f1 = detail::scratch<C, 2>(static_cast<size_t>(2 * d));
       C* f2 = f1 + d;
       for (int64_t j = chunks.begin(k); j < chunks.end(k); j += kShiftedRun) {
         std::fill(f1, f1 + 2 * d, C{0});
-        sum_grad_terms(f1, f2, m, x, dy, row_of, j, std::min(chunks.end(k), j + kShiftedRun));
+        sum_grad_terms(f1, f2, m, s, x, dy, row_of, j, std::min(chunks.end(k), j + kShiftedRun));
 #pragma omp simd
         for (int64_t c = 0; c < d; ++c) {
           sd[c] += static_cast<double>(f1[c]);
@@ -415,15 +420,12 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
     sums = t;
   }
   const double inv_n = 1.0 / static_cast<double>(n);
-  C* s = m + d;
   C* gm = s + d;
   C* k1 = gm + d;
   C* k2 = k1 + d;
   for (int64_t c = 0; c < d; ++c) {
-    const double rs = static_cast<double>(rstd[c]);
     const double g = gamma.empty() ? 1.0 : static_cast<double>(gamma[c]);
-    const double sum_dy_xhat = rs * sums[d + c];
-    s[c] = rstd[c];
+    const double sum_dy_xhat = sums[d + c];
     gm[c] = static_cast<C>(g);
     k1[c] = static_cast<C>(g * sum_dy_xhat * inv_n);  // c1 = mean(g * x_hat)
     k2[c] = static_cast<C>(g * sums[c] * inv_n);      // c2 = mean(g)

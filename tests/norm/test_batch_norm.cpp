@@ -58,6 +58,7 @@ struct BnCase {
   Layout layout;
   bool params, masked, in_place;
   uint64_t seed;
+  double x_scale = 1, dy_scale = 1;  // x ~ N(1.5, 2) * x_scale, dy ~ N(0, 1) * dy_scale
 };
 
 // Training forward and backward of one case against the reference, the running statistics after
@@ -66,7 +67,8 @@ template <class T>
 void run_case(const BnCase& k) {
   using S = addnorm::stat_t<T>;
   SCOPED_TRACE(describe("batch_norm ", dtype_name<T>(), " rows=", k.rows, " d=", k.d, " layout=", k.layout.name,
-                        " params=", k.params, " masked=", k.masked, " in_place=", k.in_place, " seed=", k.seed));
+                        " params=", k.params, " masked=", k.masked, " in_place=", k.in_place, " seed=", k.seed,
+                        " x_scale=", k.x_scale, " dy_scale=", k.dy_scale));
   const T nan = std::numeric_limits<T>::quiet_NaN();
   BatchNormOptions opt;
   opt.eps = 1e-5;
@@ -75,8 +77,8 @@ void run_case(const BnCase& k) {
   const std::vector<uint8_t> mask = k.masked ? padding_mask(k.rows, 3, 1) : std::vector<uint8_t>{};
   const int64_t n = count_valid(mask, k.rows);
   Matrix<T> x(k.rows, k.d, k.layout), dy(k.rows, k.d, k.layout);
-  x.fill_normal(rng, 1.5, 2.0);
-  dy.fill_normal(rng);
+  x.fill_normal(rng, 1.5 * k.x_scale, 2.0 * k.x_scale);
+  dy.fill_normal(rng, 0.0, k.dy_scale);
   for (int64_t r = 0; r < k.rows; ++r)  // padding rows hold NaN: they must not be read
     if (!mask.empty() && mask[static_cast<size_t>(r)] == 0)
       for (int64_t c = 0; c < k.d; ++c) x(r, c) = dy(r, c) = nan;
@@ -221,6 +223,13 @@ TEST(BatchNormSweep, RowsInRunsOfSixtyFour) {
     run_case<float>({6667, 5, Layout{}, true, true, false, 4243});
     run_case<double>({5000, 7, Layout{}, true, false, false, 4244});
   });
+}
+
+// f32 data at 1e18 (variance 4e36) with gradients at 1e21: the backward's products dy * (x - mean) would overflow f32
+// (2e39); its sums take dy * x_hat, which stays O(dy).
+TEST(BatchNormSweep, F32HugeValuesAndGradients) {
+  run_case<float>({300, 5, Layout{}, true, false, false, 4245, 1e18, 1e21});
+  run_case<float>({5000, 3, Layout{}, true, true, false, 4246, 1e18, 1e21});
 }
 
 // ---------------------------------------------------------------------------------------------
