@@ -377,14 +377,14 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
 
   // Per column, over the valid rows: sd = sum(dy) and st = sum(dy * x_hat), from which sum(g) =
   // gamma * sd and sum(g * x_hat) = gamma * st (gamma is constant down a column): two sums where
-  // four were taken. In row order: fixed chunks of valid rows (as in
-  // column_mean_var), each chunk's sums added in chunk order; for f32 math in f32 over runs of
-  // kShiftedRun rows, each run added in double (as the forward's statistics). With the streamed,
-  // prefetching dx pass and the batch kernel for rows of 64 and 128, against four double sums per
-  // row and a dx pass row by row (addnorm_bench batch_norm_bwd, side by side, GB/s): one thread
-  // f32 8192 x 768 10.6 -> 22.6, 4096 x 4096 8.4 -> 15.6, 65536 x 64 22.6 -> 28.9; bf16
-  // 4096 x 4096 5.5 -> 15, 65536 x 64 13.5 -> 36; two threads 2-3x. (Summing dy * (x - mean)
-  // and scaling by rstd afterwards was 5-10% faster for bf16, but overflows: see sum_grad_terms.)
+  // four were taken. In row order: fixed chunks of valid rows (as in column_mean_var), each
+  // chunk's sums added in chunk order; for f32 math in f32 over runs of kShiftedRun rows, each run
+  // added in double (as the forward's statistics). With the streamed, prefetching dx pass and the
+  // batch kernel for rows of 64 and 128, against four double sums per row and a dx pass row by row
+  // (addnorm_bench batch_norm_bwd, side by side, GB/s): one thread f32 8192 x 768 10.6 -> 22.6,
+  // 4096 x 4096 8.4 -> 15.6, 65536 x 64 22.6 -> 28.9; bf16 4096 x 4096 5.5 -> 15, 65536 x 64
+  // 13.5 -> 36; two threads 2-3x. (Summing dy * (x - mean) and scaling by rstd afterwards was
+  // 5-10% faster for bf16, but overflows: see sum_grad_terms.)
   const ValidRows row_of(mask, rows, n);
   const detail::RowChunks chunks(n, 64);
   double* part = detail::scratch<double, 2>(static_cast<size_t>(chunks.count * 2 * d));  // [chunk][sd | st]
