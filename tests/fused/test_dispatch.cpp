@@ -499,7 +499,7 @@ void check_batch_norm(int64_t rows, int64_t d, bool masked) {
     }
 }
 
-TEST_P(Dispatch, BatchNormForward) {
+TEST_P(Dispatch, BatchNormForwardAndBackward) {
   for (int64_t d : {16, 63, 64, 100, 128, 256})
     for (int64_t rows : {2, 17, 100})
       for (bool masked : {false, true}) {

@@ -214,7 +214,7 @@ TEST_P(BatchNormSweep, F64) { sweep_targets<double>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormSweep, ::testing::ValuesIn(sweep_shapes()), shape_name);
 
 // More than 4096 valid rows: chunks longer than 64 rows, whose f32 sums (forward statistics,
-// backward sums of dy and dy * (x - mean)) run over runs of 64 rows added in double (5000 rows:
+// backward sums of dy and dy * x_hat) run over runs of 64 rows added in double (5000 rows:
 // chunks of 79, runs of 64 and 15; masked, 6667 rows with 4445 valid: chunks of 70). Forward and
 // backward against the reference, on every SIMD target.
 TEST(BatchNormSweep, RowsInRunsOfSixtyFour) {
