@@ -32,31 +32,57 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   const int64_t rows = x.rows(), d = x.cols();
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T));
-  const auto* g = detail::placed_for<0, compute_t<T>>(gamma, y.data(), rows, d, stream);
-  const auto* b = detail::placed_for<1, compute_t<T>>(beta, y.data(), rows, d, stream);
   const auto& ops = detail::row_ops<T>();
   const auto save = [&](int64_t r, const detail::RowMeanRstd& st) {
     if (!mean.empty()) mean[r] = static_cast<stat_t<T>>(st.mean);
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(st.rstd);
   };
-
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
   const int64_t batch = detail::norm_batch_rows(row_bytes, stream);
-  if (ops.ln_forward_rows != nullptr && d >= 16 && batch >= 2) {
-    // Batches of rows, their statistics reduced in vector lanes (bf16 8192 x 768 on one thread:
-    // 32 -> 37 GB/s); each batch prefetches the next one's rows (see ln_forward_rows).
-    detail::for_row_batches(rows, nt, stream, batch, [&](int64_t r, int64_t count) {
-      detail::RowMeanRstd st[16];
-      const int64_t ahead = std::min(count, rows - r - count);
-      ops.ln_forward_rows(y.row(r), y.stride(), x.row(r), x.stride(), g, b, count, d, eps, stream, ahead, st);
-      for (int64_t i = 0; i < count; ++i) save(r + i, st[i]);
+  // The loop over rows: in batches (rows_kernel(r, count, ahead, st), when `batched`) of rows whose
+  // statistics are reduced in vector lanes (bf16 8192 x 768 on one thread: 32 -> 37 GB/s), each
+  // batch prefetching the next one's rows (see ln_forward_rows); else row by row
+  // (row_kernel(r, next)), each row prefetching the next.
+  const auto run = [&](bool batched, const auto& rows_kernel, const auto& row_kernel) {
+    if (batched && d >= 16 && batch >= 2) {
+      detail::for_row_batches(rows, nt, stream, batch, [&](int64_t r, int64_t count) {
+        detail::RowMeanRstd st[16];
+        rows_kernel(r, count, std::min(count, rows - r - count), st);
+        for (int64_t i = 0; i < count; ++i) save(r + i, st[i]);
+      });
+      return;
+    }
+    detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, bool has_next) {
+      detail::NextRows next;
+      save(r, row_kernel(r, detail::next_rows(next, has_next, r, x)));
     });
-    return;
+  };
+
+  // Wide bf16 rows with gamma and beta: the two packed in one array (Bf16Affine in simd/row_ops.hpp).
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (ops.ln_forward_packed != nullptr && d >= detail::kPackedAffineCols && !gamma.empty() && !beta.empty()) {
+      const detail::Bf16Affine* gb = detail::packed_affine(gamma, beta, y.data(), d, stream);
+      return run(
+          true,
+          [&](int64_t r, int64_t count, int64_t ahead, detail::RowMeanRstd* st) {
+            ops.ln_forward_rows_packed(y.row(r), y.stride(), x.row(r), x.stride(), gb, count, d, eps, stream, ahead,
+                                       st);
+          },
+          [&](int64_t r, const detail::NextRows* next) {
+            return ops.ln_forward_packed(y.row(r), x.row(r), gb, d, eps, stream, next);
+          });
+    }
   }
-  detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, bool has_next) {
-    detail::NextRows next;
-    save(r, ops.ln_forward(y.row(r), x.row(r), g, b, d, eps, stream, detail::next_rows(next, has_next, r, x)));
-  });
+  const auto* g = detail::placed_for<0, compute_t<T>>(gamma, y.data(), rows, d, stream);
+  const auto* b = detail::placed_for<1, compute_t<T>>(beta, y.data(), rows, d, stream);
+  run(
+      ops.ln_forward_rows != nullptr,
+      [&](int64_t r, int64_t count, int64_t ahead, detail::RowMeanRstd* st) {
+        ops.ln_forward_rows(y.row(r), y.stride(), x.row(r), x.stride(), g, b, count, d, eps, stream, ahead, st);
+      },
+      [&](int64_t r, const detail::NextRows* next) {
+        return ops.ln_forward(y.row(r), x.row(r), g, b, d, eps, stream, next);
+      });
 }
 
 // dx: (rows, d) =    dgamma, dbeta: (d) +=    dy, x: (rows, d)    mean, rstd: (rows)

@@ -75,6 +75,20 @@ const U* placed_for(std::span<const T> p, const O* out, int64_t rows, int64_t d,
   return dst;
 }
 
+// gamma and beta of bf16 data packed per element (Bf16Affine, simd/row_ops.hpp), placed as
+// placed_for places a parameter vector of 4-byte elements, in this thread's scratch slot 19. Both
+// spans hold the same number of elements.
+template <class O>
+const Bf16Affine* packed_affine(std::span<const bf16> gamma, std::span<const bf16> beta, const O* out, int64_t d,
+                                bool stream) {
+  const size_t off = line_offset_for<Bf16Affine>(out, d, stream);
+  auto* buf = scratch<Bf16Affine, 19>(gamma.size() + kScratchAlign / sizeof(Bf16Affine));
+  auto* dst = reinterpret_cast<Bf16Affine*>(reinterpret_cast<char*>(buf) + off);
+  for (size_t i = 0; i < gamma.size(); ++i)
+    dst[i].bits = static_cast<uint32_t>(gamma[i].bits) << 16 | static_cast<uint32_t>(beta[i].bits);
+  return dst;
+}
+
 // A parameter vector of d elements in double, in this thread's scratch slot Slot; `fill` for every
 // element when p is empty (gamma absent: 1; beta absent: 0).
 template <int Slot, class T>

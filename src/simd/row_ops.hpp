@@ -4,6 +4,7 @@
 // out the table of the best target the CPU supports, or the one chosen with set_simd_target().
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 #include "addnorm/core/dtype.hpp"
@@ -61,6 +62,21 @@ struct NextRows {
   }
 };
 
+// Gamma and beta of one element of bf16 data in 32 bits: gamma's bf16 bits in the high half, beta's
+// in the low, so that bits & 0xffff0000 is gamma as f32 and bits << 16 is beta (affine_parts in
+// vec.inc). The same values as the two f32 arrays the kernels otherwise read, in half the bytes:
+// LayerNorm forward of bf16 rows of kPackedAffineCols or more reads these (ln_forward_packed), as
+// at 4096 the f32 gamma and beta (32 KiB) and the row no longer fit in L1 together. One thread,
+// side by side: 4096 x 4096 51 -> 56 GB/s, 2048 x 8192 33 -> 50, 2048 x 12288 30 -> 45; at 3072
+// and below level, in L1 (32 x 1024) 5% slower for the two extra operations per vector.
+struct Bf16Affine {
+  uint32_t bits;
+  // The bits as a float: the kernels load every input with static_cast<float> (their scalar heads
+  // and tails) or load_vec, and take gamma and beta apart from that.
+  explicit operator float() const { return std::bit_cast<float>(bits); }
+};
+inline constexpr int64_t kPackedAffineCols = 4096;
+
 template <class T>
 struct RowOps {
   using C = compute_t<T>;
@@ -79,6 +95,12 @@ struct RowOps {
   // prefetched. Null for f64.
   void (*ln_forward_rows)(T* y, int64_t ys, const T* x, int64_t xs, const C* g, const C* b, int64_t count, int64_t d,
                           double eps, bool stream, int64_t ahead, RowMeanRstd* st) = nullptr;
+  // ln_forward and ln_forward_rows with gamma and beta packed (Bf16Affine): the same results. bf16
+  // only (null for the other types).
+  RowMeanRstd (*ln_forward_packed)(T* y, const T* x, const Bf16Affine* gb, int64_t d, double eps, bool stream,
+                                   const NextRows* next) = nullptr;
+  void (*ln_forward_rows_packed)(T* y, int64_t ys, const T* x, int64_t xs, const Bf16Affine* gb, int64_t count,
+                                 int64_t d, double eps, bool stream, int64_t ahead, RowMeanRstd* st) = nullptr;
   void (*ln_backward)(T* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
                       bool stream, const NextRows* next);
   // Two rows at once (the partial sums read and written once for both); next0/next1: prefetched

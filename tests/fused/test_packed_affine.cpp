@@ -1,0 +1,158 @@
+// LayerNorm forward of wide bf16 rows reads gamma and beta packed in one array (Bf16Affine in
+// src/simd/row_ops.hpp: gamma's bf16 bits in the high half of each 32-bit element, beta's in the
+// low). The packed kernels must give the same bits as the kernels that read gamma and beta as two
+// f32 arrays, on every SIMD target: one row (no next row, a next row walked forward and backward,
+// streamed and not, on a line and 3 elements past one) and batches of rows, for widths with and
+// without tails, with gamma and beta holding zeros, denormals, an Inf and a NaN. This fails when
+// gamma and beta are swapped or a half is taken from the wrong bits (checked by making
+// affine_parts return beta as gamma).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "../../src/norm/workspace.hpp"
+#include "../../src/simd/row_ops.hpp"
+#include "addnorm/norm/layer_norm.hpp"
+#include "addnorm/norm/reference.hpp"
+#include "norm_testing.hpp"
+
+namespace {
+
+using addnorm::bf16;
+using addnorm::detail::Bf16Affine;
+using addnorm::detail::NextRows;
+using addnorm::detail::RowMeanRstd;
+using addnorm::testing::Placed;
+
+template <class V>
+bool same_bytes(const V& a, const V& b, size_t n) {
+  return std::memcmp(a.data(), b.data(), n * sizeof(*a.data())) == 0;
+}
+
+// gamma and beta of d elements with some special values: a zero gamma, a denormal beta, an Inf
+// beta (its outputs Inf) and a NaN gamma.
+struct Params {
+  std::vector<bf16> gamma, beta;
+  std::vector<float> gc, bc;  // as f32
+  std::vector<Bf16Affine> gb;
+  explicit Params(int64_t d) {
+    addnorm::testing::Rng rng(static_cast<uint64_t>(d) + 7);
+    gamma = addnorm::testing::random_vector<bf16>(d, rng, 1.0, 0.5);
+    beta = addnorm::testing::random_vector<bf16>(d, rng, 0.0, 1.0);
+    const auto at = [d](int64_t i) { return static_cast<size_t>(i % d); };
+    gamma[at(1)] = bf16(0.0f);
+    beta[at(2)] = bf16(1e-39f);  // a bf16 denormal
+    beta[at(d - 1)] = bf16(std::numeric_limits<float>::infinity());
+    gamma[at(d / 2)] = bf16(std::numeric_limits<float>::quiet_NaN());
+    for (size_t i = 0; i < gamma.size(); ++i) {
+      gc.push_back(static_cast<float>(gamma[i]));
+      bc.push_back(static_cast<float>(beta[i]));
+      gb.push_back({static_cast<uint32_t>(gamma[i].bits) << 16 | beta[i].bits});
+    }
+  }
+};
+
+void check_one_row(int64_t d, int64_t shift) {
+  SCOPED_TRACE("d " + std::to_string(d) + " shift " + std::to_string(shift));
+  const auto& ops = addnorm::detail::row_ops<bf16>();
+  ASSERT_NE(ops.ln_forward_packed, nullptr);
+  const Params p(d);
+  Placed<float> gc(p.gc, shift), bc(p.bc, shift);
+  Placed<Bf16Affine> gb(p.gb, shift);
+  addnorm::testing::Rng rng(static_cast<uint64_t>(d * 3 + shift));
+  Placed<bf16> x(addnorm::testing::random_vector<bf16>(d, rng, 0.5, 2.0), shift), y1(d, shift), y2(d, shift);
+  const std::vector<bf16> n0(static_cast<size_t>(d));
+  const NextRows forward = NextRows::of(n0.data()).then(true, 0);
+  NextRows backward_walk = forward;
+  backward_walk.backward = true;
+  const NextRows& backward = backward_walk;
+  for (const NextRows* next : {static_cast<const NextRows*>(nullptr), &forward, &backward})
+    for (bool stream : {false, true}) {
+      SCOPED_TRACE(std::string(next == nullptr  ? "no next row"
+                               : next->backward ? "walked backward"
+                                                : "walked forward") +
+                   (stream ? ", streamed" : ""));
+      const RowMeanRstd a = ops.ln_forward(y1.data(), x.data(), gc.data(), bc.data(), d, 1e-5, stream, next);
+      const RowMeanRstd b = ops.ln_forward_packed(y2.data(), x.data(), gb.data(), d, 1e-5, stream, next);
+      EXPECT_TRUE(same_bytes(y1, y2, static_cast<size_t>(d)));
+      EXPECT_EQ(a.mean, b.mean);
+      EXPECT_EQ(a.rstd, b.rstd);
+    }
+}
+
+void check_batch(int64_t count, int64_t d) {
+  SCOPED_TRACE("count " + std::to_string(count) + " d " + std::to_string(d));
+  const auto& ops = addnorm::detail::row_ops<bf16>();
+  ASSERT_NE(ops.ln_forward_rows_packed, nullptr);
+  const Params p(d);
+  const int64_t stride = d + 3;  // rows off their lines
+  addnorm::testing::Rng rng(static_cast<uint64_t>(count * 100 + d));
+  // (count + 16) rows: a batch prefetches the rows after it (`ahead`).
+  const auto x = addnorm::testing::random_vector<bf16>((count + 16) * stride, rng, -1.0, 3.0);
+  std::vector<bf16> y1(x.size()), y2(x.size());
+  RowMeanRstd s1[40], s2[40];
+  ops.ln_forward_rows(y1.data(), stride, x.data(), stride, p.gc.data(), p.bc.data(), count, d, 1e-5, false, count, s1);
+  ops.ln_forward_rows_packed(y2.data(), stride, x.data(), stride, p.gb.data(), count, d, 1e-5, false, count, s2);
+  EXPECT_TRUE(same_bytes(y1, y2, y1.size()));
+  for (int64_t r = 0; r < count; ++r) {
+    EXPECT_EQ(s1[r].mean, s2[r].mean) << "row " << r;
+    EXPECT_EQ(s1[r].rstd, s2[r].rstd) << "row " << r;
+  }
+}
+
+TEST(PackedAffine, OneRowGivesTheSameBitsAsTwoF32Arrays) {
+  addnorm::testing::for_each_simd_target([] {
+    for (int64_t d : {16, 100, 4096, 4100})
+      for (int64_t shift : {0, 3}) check_one_row(d, shift);
+  });
+}
+
+TEST(PackedAffine, BatchesGiveTheSameBitsAsTwoF32Arrays) {
+  addnorm::testing::for_each_simd_target([] {
+    for (int64_t count : {1, 5, 16, 17, 40})
+      for (int64_t d : {16, 100, 1000, 4100}) check_batch(count, d);
+  });
+}
+
+// packed_affine (src/norm/workspace.hpp): gamma's bits high, beta's low, at the offset placed_for
+// gives a vector of 4-byte elements.
+TEST(PackedAffine, PackedAffinePutsGammaHighAndBetaLow) {
+  const Params p(37);
+  std::vector<bf16> out(37);
+  const Bf16Affine* gb = addnorm::detail::packed_affine(p.gamma, p.beta, out.data(), 37, false);
+  for (size_t i = 0; i < 37; ++i) {
+    EXPECT_EQ(gb[i].bits >> 16, p.gamma[i].bits) << i;
+    EXPECT_EQ(gb[i].bits & 0xffffu, p.beta[i].bits) << i;
+  }
+}
+
+// The public LayerNorm forward on wide bf16 rows (the packed path), streamed and not, against the
+// f64 reference, with gamma and beta far from 1 and 0 so that a mix-up shows.
+TEST(PackedAffine, WideBf16LayerNormMatchesTheReference) {
+  addnorm::testing::for_each_simd_target([] {
+    for (int64_t rows : {3, 40, 1100}) {  // 1100 x 4100 x 2 bytes: over 8 MiB, streamed
+      SCOPED_TRACE("rows " + std::to_string(rows));
+      const int64_t d = 4100;
+      addnorm::testing::Rng rng(static_cast<uint64_t>(rows));
+      const auto x = addnorm::testing::random_vector<bf16>(rows * d, rng, 2.0, 3.0);
+      const auto gamma = addnorm::testing::random_vector<bf16>(d, rng, 3.0, 1.0);
+      const auto beta = addnorm::testing::random_vector<bf16>(d, rng, -2.0, 1.0);
+      std::vector<bf16> y(x.size());
+      std::vector<float> mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
+      addnorm::layer_norm_forward<bf16>(addnorm::View2D<bf16>(y.data(), rows, d), mean, rstd,
+                                        addnorm::View2D<const bf16>(x.data(), rows, d), gamma, beta, 1e-5);
+      const auto ref =
+          addnorm::ref::layer_norm_forward<bf16>(addnorm::View2D<const bf16>(x.data(), rows, d), gamma, beta, 1e-5);
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_LE(std::abs(static_cast<double>(y[i]) - ref.y[i]), 8e-3 * std::max(1.0, std::abs(ref.y[i])))
+            << "element " << i;
+    }
+  });
+}
+
+}  // namespace
