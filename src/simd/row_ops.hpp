@@ -131,6 +131,14 @@ struct RowOps {
   void (*add_norm_forward_rows)(T* s, int64_t ss, T* y, int64_t ys, const T* h, int64_t hs, const T* f, int64_t fs,
                                 const C* keep, C alpha, const C* g, const C* b, int64_t count, int64_t d, double eps,
                                 bool layer, bool stream, int64_t ahead, T* t, RowMeanRstd* st) = nullptr;
+  // add_norm_forward_row and add_norm_forward_row_f32 for LayerNorm with gamma and beta packed (Bf16Affine):
+  // the same results. bf16 only (null for the other types).
+  RowMeanRstd (*add_layer_norm_forward_row_packed)(T* s, T* y, const T* h, const T* f, const C* keep, C alpha,
+                                                   const Bf16Affine* gb, int64_t d, double eps, bool stream, T* t,
+                                                   const NextRows* next) = nullptr;
+  RowMeanRstd (*add_layer_norm_forward_row_packed_f32)(float* s, T* y, const float* h, const T* f, const C* keep,
+                                                       C alpha, const Bf16Affine* gb, int64_t d, double eps,
+                                                       bool stream, float* t, const NextRows* next) = nullptr;
   void (*add_norm_backward_finish)(T* dh, T* df, C* t, const T* ds, const C* keep, C alpha, int64_t d, bool stream,
                                    const NextRows* next);
   // The same with the residual stream (s, h, dh, ds) kept in f32 (for bf16/f16 data).

@@ -2,7 +2,8 @@
 // src/simd/row_ops.hpp: gamma's bf16 bits in the high half of each 32-bit element, beta's in the
 // low). The packed kernels must give the same bits as the kernels that read gamma and beta as two
 // f32 arrays, on every SIMD target: one row (no next row, a next row walked forward and backward,
-// streamed and not, on a line and 3 elements past one) and batches of rows, for widths with and
+// streamed and not, on a line and 3 elements past one), the fused pre-norm forward of one row
+// (residual stream in bf16 or f32, with and without dropout) and batches of rows, for widths with and
 // without tails, with gamma and beta holding zeros, denormals, an Inf and a NaN. This fails when
 // gamma and beta are swapped or a half is taken from the wrong bits (checked by making
 // affine_parts return beta as gamma).
@@ -17,6 +18,7 @@
 
 #include "../../src/norm/workspace.hpp"
 #include "../../src/simd/row_ops.hpp"
+#include "addnorm/norm/add_norm.hpp"
 #include "addnorm/norm/layer_norm.hpp"
 #include "addnorm/norm/reference.hpp"
 #include "norm_testing.hpp"
@@ -85,6 +87,48 @@ void check_one_row(int64_t d, int64_t shift) {
     }
 }
 
+// The fused pre-norm forward of one row (s = alpha * h + keep * f, y = LayerNorm(s)), residual
+// stream in bf16 (R = bf16) or f32 (R = float), with and without dropout's keep.
+template <class R>
+void check_fused_row(int64_t d, int64_t shift) {
+  SCOPED_TRACE(std::string(sizeof(R) == 2 ? "bf16" : "f32") + " residual, d " + std::to_string(d) + " shift " +
+               std::to_string(shift));
+  const auto& ops = addnorm::detail::row_ops<bf16>();
+  const auto packed = sizeof(R) == 2 ? ops.add_layer_norm_forward_row_packed : nullptr;
+  const auto packed_f32 = ops.add_layer_norm_forward_row_packed_f32;
+  ASSERT_NE(packed_f32, nullptr);
+  ASSERT_NE(ops.add_layer_norm_forward_row_packed, nullptr);
+  const Params p(d);
+  Placed<float> gc(p.gc, shift), bc(p.bc, shift);
+  Placed<Bf16Affine> gb(p.gb, shift);
+  addnorm::testing::Rng rng(static_cast<uint64_t>(d * 5 + shift));
+  using addnorm::testing::random_vector;
+  Placed<R> h(random_vector<R>(d, rng, 0.5, 2.0), shift), s1(d, shift), s2(d, shift), t(d, shift);
+  Placed<bf16> f(random_vector<bf16>(d, rng), shift), y1(d, shift), y2(d, shift);
+  Placed<float> keep(random_vector<float>(d, rng, 1.0, 0.2), shift);
+  const std::vector<bf16> n0(static_cast<size_t>(d));
+  const NextRows forward = NextRows::of(n0.data(), n0.data()).then(true, 0, 0);
+  for (const float* k : {static_cast<const float*>(nullptr), static_cast<const float*>(keep.data())})
+    for (bool stream : {false, true}) {
+      SCOPED_TRACE(std::string(k == nullptr ? "no dropout" : "dropout") + (stream ? ", streamed" : ""));
+      RowMeanRstd a, b;
+      if constexpr (sizeof(R) == 2) {
+        a = ops.add_norm_forward_row(s1.data(), y1.data(), h.data(), f.data(), k, 0.75f, gc.data(), bc.data(), d, 1e-5,
+                                     true, stream, t.data(), &forward);
+        b = packed(s2.data(), y2.data(), h.data(), f.data(), k, 0.75f, gb.data(), d, 1e-5, stream, t.data(), &forward);
+      } else {
+        a = ops.add_norm_forward_row_f32(s1.data(), y1.data(), h.data(), f.data(), k, 0.75f, gc.data(), bc.data(), d,
+                                         1e-5, true, stream, t.data(), &forward);
+        b = packed_f32(s2.data(), y2.data(), h.data(), f.data(), k, 0.75f, gb.data(), d, 1e-5, stream, t.data(),
+                       &forward);
+      }
+      EXPECT_TRUE(same_bytes(s1, s2, static_cast<size_t>(d))) << "s";
+      EXPECT_TRUE(same_bytes(y1, y2, static_cast<size_t>(d))) << "y";
+      EXPECT_EQ(a.mean, b.mean);
+      EXPECT_EQ(a.rstd, b.rstd);
+    }
+}
+
 void check_batch(int64_t count, int64_t d) {
   SCOPED_TRACE("count " + std::to_string(count) + " d " + std::to_string(d));
   const auto& ops = addnorm::detail::row_ops<bf16>();
@@ -112,6 +156,16 @@ TEST(PackedAffine, OneRowGivesTheSameBitsAsTwoF32Arrays) {
   });
 }
 
+TEST(PackedAffine, FusedRowGivesTheSameBitsAsTwoF32Arrays) {
+  addnorm::testing::for_each_simd_target([] {
+    for (int64_t d : {16, 100, 4096, 4100})
+      for (int64_t shift : {0, 3}) {
+        check_fused_row<bf16>(d, shift);
+        check_fused_row<float>(d, shift);
+      }
+  });
+}
+
 TEST(PackedAffine, BatchesGiveTheSameBitsAsTwoF32Arrays) {
   addnorm::testing::for_each_simd_target([] {
     for (int64_t count : {1, 5, 16, 17, 40})
@@ -131,8 +185,8 @@ TEST(PackedAffine, PackedAffinePutsGammaHighAndBetaLow) {
   }
 }
 
-// The public LayerNorm forward on wide bf16 rows (the packed path), streamed and not, against the
-// f64 reference, with gamma and beta far from 1 and 0 so that a mix-up shows.
+// The public LayerNorm forward and fused pre-norm forward on wide bf16 rows (the packed paths),
+// streamed and not, against the f64 reference, with gamma and beta far from 1 and 0 so that a mix-up shows.
 TEST(PackedAffine, WideBf16LayerNormMatchesTheReference) {
   addnorm::testing::for_each_simd_target([] {
     for (int64_t rows : {3, 40, 1100}) {  // 1100 x 4100 x 2 bytes: over 8 MiB, streamed
@@ -148,9 +202,31 @@ TEST(PackedAffine, WideBf16LayerNormMatchesTheReference) {
                                         addnorm::View2D<const bf16>(x.data(), rows, d), gamma, beta, 1e-5);
       const auto ref =
           addnorm::ref::layer_norm_forward<bf16>(addnorm::View2D<const bf16>(x.data(), rows, d), gamma, beta, 1e-5);
-      for (size_t i = 0; i < y.size(); ++i)
-        ASSERT_LE(std::abs(static_cast<double>(y[i]) - ref.y[i]), 8e-3 * std::max(1.0, std::abs(ref.y[i])))
-            << "element " << i;
+      const auto close = [](const std::vector<bf16>& got, const std::vector<double>& want) {
+        for (size_t i = 0; i < got.size(); ++i)
+          if (!(std::abs(static_cast<double>(got[i]) - want[i]) <= 8e-3 * std::max(1.0, std::abs(want[i]))))
+            return ::testing::AssertionFailure()
+                   << "element " << i << ": " << static_cast<double>(got[i]) << " vs " << want[i];
+        return ::testing::AssertionSuccess();
+      };
+      ASSERT_TRUE(close(y, ref.y)) << "layer_norm_forward";
+
+      // The fused pre-norm forward with x as h and f = x / 2: s = h + f, y = LayerNorm(s).
+      std::vector<bf16> f(x.size()), s(x.size()), s_ref(x.size());
+      for (size_t i = 0; i < x.size(); ++i) f[i] = bf16(static_cast<float>(x[i]) * 0.5f);
+      addnorm::add_norm_forward<bf16>(addnorm::View2D<bf16>(s.data(), rows, d),
+                                      addnorm::View2D<bf16>(y.data(), rows, d), mean, rstd,
+                                      addnorm::View2D<const bf16>(x.data(), rows, d),
+                                      addnorm::View2D<const bf16>(f.data(), rows, d), gamma, beta, {});
+      std::vector<double> s_exact(x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        s_exact[i] = static_cast<double>(x[i]) + static_cast<double>(f[i]);
+        s_ref[i] = bf16(static_cast<float>(s_exact[i]));
+      }
+      ASSERT_TRUE(close(s, s_exact)) << "add_norm_forward s";
+      const auto fused_ref =
+          addnorm::ref::layer_norm_forward<bf16>(addnorm::View2D<const bf16>(s_ref.data(), rows, d), gamma, beta, 1e-5);
+      ASSERT_TRUE(close(y, fused_ref.y)) << "add_norm_forward y";
     }
   });
 }
