@@ -65,10 +65,12 @@ struct NextRows {
 // Gamma and beta of one element of bf16 data in 32 bits: gamma's bf16 bits in the high half, beta's
 // in the low, so that bits & 0xffff0000 is gamma as f32 and bits << 16 is beta (affine_parts in
 // vec.inc). The same values as the two f32 arrays the kernels otherwise read, in half the bytes:
-// LayerNorm forward of bf16 rows of kPackedAffineCols or more reads these (ln_forward_packed), as
-// at 4096 the f32 gamma and beta (32 KiB) and the row no longer fit in L1 together. One thread,
-// side by side: 4096 x 4096 51 -> 56 GB/s, 2048 x 8192 33 -> 50, 2048 x 12288 30 -> 45; at 3072
-// and below level, in L1 (32 x 1024) 5% slower for the two extra operations per vector.
+// LayerNorm forward and the fused LayerNorm forward of bf16 rows of kPackedAffineCols or more read
+// these (ln_forward_packed, add_layer_norm_forward_row_packed), as at 4096 the f32 gamma and beta
+// (32 KiB) and the row no longer fit in L1 together. One thread, side by side: LayerNorm forward
+// 4096 x 4096 54 -> 57 GB/s, 2048 x 8192 35 -> 51, 2048 x 12288 34 -> 46, the fused forward
+// 2048 x 8192 30 -> 43; at 3072 and below it measured level, in L1 (32 x 1024) 5% slower for the
+// two extra operations per vector, so narrower rows keep the f32 arrays.
 struct Bf16Affine {
   uint32_t bits;
   // The bits as a float: the kernels load every input with static_cast<float> (their scalar heads
