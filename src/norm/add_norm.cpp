@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
@@ -80,20 +81,23 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
     else
       return ops.add_norm_forward_row_f32;
   }();
-  const auto packed_row = [&] {
+  const auto narrow_row = [&] {
     if constexpr (std::is_same_v<T, R>)
-      return ops.add_layer_norm_forward_row_packed;
+      return ops.add_layer_norm_forward_row_narrow;
     else
-      return ops.add_layer_norm_forward_row_packed_f32;
+      return ops.add_layer_norm_forward_row_narrow_f32;
   }();
-  // Wide bf16 rows, LayerNorm with gamma and beta: the two packed in one array (Bf16Affine in
-  // simd/row_ops.hpp), as layer_norm_forward does; else gamma and beta in C.
-  const detail::Bf16Affine* gb = nullptr;
-  if constexpr (std::is_same_v<T, bf16>)
-    if (packed_row != nullptr && layer && d >= detail::kPackedAffineCols && !gamma.empty() && !beta.empty())
-      gb = detail::packed_affine(gamma, beta, y.data(), d, stream);
-  const C* g = gb != nullptr ? nullptr : detail::placed_for<0, C>(gamma, y.data(), rows, d, stream);
-  const C* b = gb != nullptr ? nullptr : detail::placed_for<1, C>(beta, y.data(), rows, d, stream);
+  // Wide bf16 and f16 rows, LayerNorm with gamma and beta: the two in their narrow form
+  // (narrow_affine_t in simd/row_ops.hpp), as layer_norm_forward does; else gamma and beta in C.
+  using N = detail::narrow_affine_t<T>;
+  bool narrow = false;
+  std::pair<const N*, const N*> gbn{nullptr, nullptr};
+  if constexpr (!std::is_void_v<N>) {
+    narrow = narrow_row != nullptr && layer && d >= detail::kNarrowAffineCols<T> && !gamma.empty() && !beta.empty();
+    if (narrow) gbn = detail::narrow_affine(gamma, beta, y.data(), rows, d, stream);
+  }
+  const C* g = narrow ? nullptr : detail::placed_for<0, C>(gamma, y.data(), rows, d, stream);
+  const C* b = narrow ? nullptr : detail::placed_for<1, C>(beta, y.data(), rows, d, stream);
 
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T) + sizeof(R));
   const auto save = [&](int64_t r, const detail::RowMeanRstd& st) {
@@ -102,7 +106,7 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
   };
   const int64_t batch = std::min<int64_t>(rows, detail::norm_batch_rows(d * static_cast<int64_t>(sizeof(T)), stream));
   if constexpr (std::is_same_v<T, R>) {
-    if (ops.add_norm_forward_rows != nullptr && gb == nullptr && d >= 16 && batch >= 2 &&
+    if (ops.add_norm_forward_rows != nullptr && !narrow && d >= 16 && batch >= 2 &&
         d * static_cast<int64_t>(sizeof(T)) < detail::kShortRowBytes) {
       // Short rows in batches: their residual rows are built into scratch, then normalized together
       // (see add_norm_forward_rows). 65536 x 64, 2 threads: f32 65 -> 99 GB/s, bf16 26 -> 51.
@@ -126,10 +130,10 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
     const C* keep = drop.fill(ops, options.dropout, r, d);
     detail::NextRows next;
     const detail::NextRows* pf = detail::next_rows(next, has_next, r, h, f);
-    save(r, gb != nullptr
-                ? packed_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, gb, d, options.eps, stream, t, pf)
-                : forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b, d, options.eps, layer, stream,
-                              t, pf));
+    save(r, narrow ? narrow_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, gbn.first, gbn.second, d,
+                                options.eps, stream, t, pf)
+                   : forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b, d, options.eps, layer,
+                                 stream, t, pf));
   });
 }
 

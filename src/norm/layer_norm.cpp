@@ -58,18 +58,19 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
     });
   };
 
-  // Wide bf16 rows with gamma and beta: the two packed in one array (Bf16Affine in simd/row_ops.hpp).
-  if constexpr (std::is_same_v<T, bf16>) {
-    if (ops.ln_forward_packed != nullptr && d >= detail::kPackedAffineCols && !gamma.empty() && !beta.empty()) {
-      const detail::Bf16Affine* gb = detail::packed_affine(gamma, beta, y.data(), d, stream);
+  // Wide bf16 and f16 rows with gamma and beta: the two in their narrow form (narrow_affine_t in
+  // simd/row_ops.hpp).
+  if constexpr (!std::is_void_v<detail::narrow_affine_t<T>>) {
+    if (ops.ln_forward_narrow != nullptr && d >= detail::kNarrowAffineCols<T> && !gamma.empty() && !beta.empty()) {
+      const auto [gn, bn] = detail::narrow_affine(gamma, beta, y.data(), rows, d, stream);
       return run(
           true,
           [&](int64_t r, int64_t count, int64_t ahead, detail::RowMeanRstd* st) {
-            ops.ln_forward_rows_packed(y.row(r), y.stride(), x.row(r), x.stride(), gb, count, d, eps, stream, ahead,
+            ops.ln_forward_rows_narrow(y.row(r), y.stride(), x.row(r), x.stride(), gn, bn, count, d, eps, stream, ahead,
                                        st);
           },
           [&](int64_t r, const detail::NextRows* next) {
-            return ops.ln_forward_packed(y.row(r), x.row(r), gb, d, eps, stream, next);
+            return ops.ln_forward_narrow(y.row(r), x.row(r), gn, bn, d, eps, stream, next);
           });
     }
   }

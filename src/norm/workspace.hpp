@@ -10,6 +10,7 @@
 #include <new>
 #include <span>
 #include <type_traits>
+#include <utility>
 
 #include "../simd/row_ops.hpp"  // row_has_head (relative: tests include this header too)
 #include "addnorm/norm/types.hpp"
@@ -87,6 +88,18 @@ const Bf16Affine* packed_affine(std::span<const bf16> gamma, std::span<const bf1
   for (size_t i = 0; i < gamma.size(); ++i)
     dst[i].bits = static_cast<uint32_t>(gamma[i].bits) << 16 | static_cast<uint32_t>(beta[i].bits);
   return dst;
+}
+
+// gamma and beta in their narrow form (narrow_affine_t, simd/row_ops.hpp) for `rows` rows of d written
+// at out: for bf16 packed_affine and null, for f16 the two as placed_for places them (slots 0 and 1).
+template <class T, class O>
+std::pair<const narrow_affine_t<T>*, const narrow_affine_t<T>*> narrow_affine(std::span<const T> gamma,
+                                                                              std::span<const T> beta, const O* out,
+                                                                              int64_t rows, int64_t d, bool stream) {
+  if constexpr (std::is_same_v<T, bf16>)
+    return {packed_affine(gamma, beta, out, d, stream), nullptr};
+  else
+    return {placed_for<0, T>(gamma, out, rows, d, stream), placed_for<1, T>(beta, out, rows, d, stream)};
 }
 
 // A parameter vector of d elements in double, in this thread's scratch slot Slot; `fill` for every

@@ -64,25 +64,50 @@ struct NextRows {
 
 // Gamma and beta of one element of bf16 data in 32 bits: gamma's bf16 bits in the high half, beta's
 // in the low, so that bits & 0xffff0000 is gamma as f32 and bits << 16 is beta (affine_parts in
-// vec.inc). The same values as the two f32 arrays the kernels otherwise read, in half the bytes:
-// LayerNorm forward and the fused LayerNorm forward of bf16 rows of kPackedAffineCols or more read
-// these (ln_forward_packed, add_layer_norm_forward_row_packed), as at 4096 the f32 gamma and beta
-// (32 KiB) and the row no longer fit in L1 together. One thread, side by side: LayerNorm forward
-// 4096 x 4096 54 -> 57 GB/s, 2048 x 8192 35 -> 51, 2048 x 12288 34 -> 46, the fused forward
-// 2048 x 8192 30 -> 43; at 3072 and below it measured level, in L1 (32 x 1024) 5% slower for the
-// two extra operations per vector, so narrower rows keep the f32 arrays.
+// vec.inc): the same values as the two f32 arrays the kernels otherwise read, in half the bytes.
 struct Bf16Affine {
   uint32_t bits;
   // The bits as a float: the kernels load every input with static_cast<float> (their scalar heads
   // and tails) or load_vec, and take gamma and beta apart from that.
   explicit operator float() const { return std::bit_cast<float>(bits); }
 };
-inline constexpr int64_t kPackedAffineCols = 4096;
+
+// Gamma and beta in their narrow form, which LayerNorm forward and the fused LayerNorm forward read
+// for rows of kNarrowAffineCols<T> or more (ln_forward_narrow and the other *_narrow kernels):
+// for bf16 both packed in one array (Bf16Affine; the kernels' b is null), for f16 two f16 arrays
+// (converted as they are loaded). Narrower rows, and f32/f64 (void: no narrow form), read gamma and
+// beta converted once per call to two arrays of the compute type, 8 bytes per element; with the
+// row they outgrow L1 (48 KiB here) from 4096 bf16 or 5120 f16 elements on.
+// One thread, side by side: bf16 LayerNorm forward 4096 x 4096 54 -> 57 GB/s, 2048 x 8192 35 -> 51,
+// 2048 x 12288 34 -> 46, the fused forward 2048 x 8192 30 -> 43; f16 LayerNorm forward 4096 x 6144
+// 40 -> 47, 2048 x 8192 32 -> 45, 1024 x 16384 28 -> 43. Below the thresholds: bf16 level at 3072
+// and 5% slower in L1 (32 x 1024, two extra operations per vector); f16 at 4096 x 4096 51 -> 46
+// (its conversions).
+template <class T>
+struct NarrowAffine {
+  using type = void;
+  static constexpr int64_t cols = INT64_MAX;
+};
+template <>
+struct NarrowAffine<bf16> {
+  using type = Bf16Affine;
+  static constexpr int64_t cols = 4096;
+};
+template <>
+struct NarrowAffine<f16> {
+  using type = f16;
+  static constexpr int64_t cols = 5120;
+};
+template <class T>
+using narrow_affine_t = typename NarrowAffine<T>::type;
+template <class T>
+inline constexpr int64_t kNarrowAffineCols = NarrowAffine<T>::cols;
 
 template <class T>
 struct RowOps {
   using C = compute_t<T>;
   using S = stat_t<T>;
+  using N = narrow_affine_t<T>;
   // gamma and beta in C (for bf16/f16 converted once per call: per element, a conversion is as dear
   // as the arithmetic).
   RowMeanRstd (*ln_forward)(T* y, const T* x, const C* g, const C* b, int64_t d, double eps, bool stream,
@@ -97,11 +122,11 @@ struct RowOps {
   // prefetched. Null for f64.
   void (*ln_forward_rows)(T* y, int64_t ys, const T* x, int64_t xs, const C* g, const C* b, int64_t count, int64_t d,
                           double eps, bool stream, int64_t ahead, RowMeanRstd* st) = nullptr;
-  // ln_forward and ln_forward_rows with gamma and beta packed (Bf16Affine): the same results. bf16
-  // only (null for the other types).
-  RowMeanRstd (*ln_forward_packed)(T* y, const T* x, const Bf16Affine* gb, int64_t d, double eps, bool stream,
+  // ln_forward and ln_forward_rows with gamma and beta in their narrow form (narrow_affine_t; for
+  // bf16 packed in g, b null): the same results. bf16 and f16 only (null for the other types).
+  RowMeanRstd (*ln_forward_narrow)(T* y, const T* x, const N* g, const N* b, int64_t d, double eps, bool stream,
                                    const NextRows* next) = nullptr;
-  void (*ln_forward_rows_packed)(T* y, int64_t ys, const T* x, int64_t xs, const Bf16Affine* gb, int64_t count,
+  void (*ln_forward_rows_narrow)(T* y, int64_t ys, const T* x, int64_t xs, const N* g, const N* b, int64_t count,
                                  int64_t d, double eps, bool stream, int64_t ahead, RowMeanRstd* st) = nullptr;
   void (*ln_backward)(T* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
                       bool stream, const NextRows* next);
@@ -133,13 +158,13 @@ struct RowOps {
   void (*add_norm_forward_rows)(T* s, int64_t ss, T* y, int64_t ys, const T* h, int64_t hs, const T* f, int64_t fs,
                                 const C* keep, C alpha, const C* g, const C* b, int64_t count, int64_t d, double eps,
                                 bool layer, bool stream, int64_t ahead, T* t, RowMeanRstd* st) = nullptr;
-  // add_norm_forward_row and add_norm_forward_row_f32 for LayerNorm with gamma and beta packed (Bf16Affine):
-  // the same results. bf16 only (null for the other types).
-  RowMeanRstd (*add_layer_norm_forward_row_packed)(T* s, T* y, const T* h, const T* f, const C* keep, C alpha,
-                                                   const Bf16Affine* gb, int64_t d, double eps, bool stream, T* t,
+  // add_norm_forward_row and add_norm_forward_row_f32 for LayerNorm with gamma and beta in their narrow
+  // form (as ln_forward_narrow): the same results. bf16 and f16 only (null for the other types).
+  RowMeanRstd (*add_layer_norm_forward_row_narrow)(T* s, T* y, const T* h, const T* f, const C* keep, C alpha,
+                                                   const N* g, const N* b, int64_t d, double eps, bool stream, T* t,
                                                    const NextRows* next) = nullptr;
-  RowMeanRstd (*add_layer_norm_forward_row_packed_f32)(float* s, T* y, const float* h, const T* f, const C* keep,
-                                                       C alpha, const Bf16Affine* gb, int64_t d, double eps,
+  RowMeanRstd (*add_layer_norm_forward_row_narrow_f32)(float* s, T* y, const float* h, const T* f, const C* keep,
+                                                       C alpha, const N* g, const N* b, int64_t d, double eps,
                                                        bool stream, float* t, const NextRows* next) = nullptr;
   void (*add_norm_backward_finish)(T* dh, T* df, C* t, const T* ds, const C* keep, C alpha, int64_t d, bool stream,
                                    const NextRows* next);
