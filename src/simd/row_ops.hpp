@@ -80,7 +80,8 @@ struct Bf16Affine {
 // row they outgrow L1 (48 KiB here) from 4096 bf16 or 5120 f16 elements on.
 // One thread, side by side: bf16 LayerNorm forward 4096 x 4096 54 -> 57 GB/s, 2048 x 8192 35 -> 51,
 // 2048 x 12288 34 -> 46, the fused forward 2048 x 8192 30 -> 43; f16 LayerNorm forward 4096 x 6144
-// 40 -> 47, 2048 x 8192 32 -> 45, 1024 x 16384 28 -> 43. Below the thresholds: bf16 level at 3072
+// 37 -> 47, 2048 x 8192 33 -> 45, 1024 x 16384 28 -> 42, the fused forward 2048 x 8192 29 -> 37.
+// Below the thresholds: bf16 level at 3072
 // and 5% slower in L1 (32 x 1024, two extra operations per vector); f16 at 4096 x 4096 51 -> 46
 // (its conversions).
 template <class T>
