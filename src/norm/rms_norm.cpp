@@ -89,15 +89,36 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
     partials.reduce_into(dgamma, std::span<T>{}, nt);
     return;
   }
-  // The next row's x and dy are prefetched during a row's dx pass for 2-byte elements only. Side by
-  // side, one thread: f32 8192 x 768 47 -> 57 GB/s and 4096 x 4096 30 -> 36 without it (2 threads
-  // level), arrays 16 bytes past a line 27 -> 33; bf16 4096 x 4096 needs it (25 -> 40).
-  const bool prefetch = sizeof(T) < 4;
-  detail::for_chunk_rows(chunks, nt, stream, row_bytes, [&](int64_t k, int64_t r, bool has_next) {
-    detail::NextRows next;
-    ops.rms_backward(dx.row(r), partials.dgamma(k), dy.row(r), x.row(r), rstd[r], gm, d, stream,
-                     detail::next_rows(next, prefetch && has_next, r, x, dy));
-  });
+  // 2-byte elements: rows in pairs (the dgamma partials read and written once per two rows, as
+  // layer_norm_backward), then an odd last row on its own, the pairing depending on the chunk only;
+  // the next rows' x and dy prefetched during each pass. Side by side with row by row (5 alternated
+  // runs), one thread: bf16 4096 x 4096 38.7 -> 42.2 GB/s, 2048 x 8192 32.4 -> 39.8, 8192 x 768
+  // 36 -> 42; f16 4096 x 4096 35.1 -> 42.1, 2048 x 8192 26.2 -> 39.4; two threads: bf16 4096 x 4096
+  // 52.8 -> 58.4, 8192 x 768 73 -> 82; f16 4096 x 4096 48.8 -> 58.2. f32 rows go one at a time
+  // without prefetching: in pairs f32 lost (8192 x 768 53 -> 32, 47 with prefetching), and the
+  // prefetch alone cost f32 (8192 x 768 57 -> 47, 4096 x 4096 36 -> 30) where bf16 needs it
+  // (4096 x 4096 25 -> 40).
+  if constexpr (sizeof(T) < 4) {
+    const bool prefetch = detail::prefetch_rows(stream, row_bytes);
+    const auto next_of = [&](int64_t r, detail::NextRows& next) {
+      return detail::next_rows(next, prefetch && r + 1 < rows, r, x, dy);
+    };
+    parallel_for(chunks.count, nt, [&](int64_t k) {
+      S* pdg = partials.dgamma(k);
+      detail::NextRows n0, n1;
+      int64_t r = chunks.begin(k);
+      for (; r + 2 <= chunks.end(k); r += 2)
+        ops.rms_backward_pair(dx.row(r), dx.row(r + 1), pdg, dy.row(r), dy.row(r + 1), x.row(r), x.row(r + 1), rstd[r],
+                              rstd[r + 1], gm, d, stream, next_of(r + 1, n0), next_of(r + 2, n1));
+      if (r < chunks.end(k))
+        ops.rms_backward(dx.row(r), pdg, dy.row(r), x.row(r), rstd[r], gm, d, stream, next_of(r, n0));
+      if (stream) detail::store_fence();
+    });
+  } else {
+    detail::for_chunk_rows(chunks, nt, stream, row_bytes, [&](int64_t k, int64_t r, bool) {
+      ops.rms_backward(dx.row(r), partials.dgamma(k), dy.row(r), x.row(r), rstd[r], gm, d, stream, nullptr);
+    });
+  }
   partials.reduce_into(dgamma, std::span<T>{}, nt);
 }
 

@@ -144,6 +144,9 @@ struct RowOps {
   void (*ln_backward_rows)(T* dx, int64_t dxs, S* pdg, S* pdb, const T* dy, int64_t dys, const T* x, int64_t xs,
                            const S* mean, const S* rstd, const T* g, int64_t count, int64_t d, bool stream,
                            int64_t ahead) = nullptr;
+  // Two rows at once (as ln_backward_pair): rms_backward's results to a rounding.
+  void (*rms_backward_pair)(T* dx0, T* dx1, S* pdg, const T* dy0, const T* dy1, const T* x0, const T* x1, S rstd0,
+                            S rstd1, const T* g, int64_t d, bool stream, const NextRows* next0, const NextRows* next1);
   void (*rms_backward)(T* dx, S* pdg, const T* dy, const T* x, S rstd, const T* g, int64_t d, bool stream,
                        const NextRows* next);
   void (*ln_backward_c)(C* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,

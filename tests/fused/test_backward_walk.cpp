@@ -76,6 +76,11 @@ Bytes run_kernels(int64_t d, int64_t shift, const NextRows* next, bool stream) {
   append(bytes, out2);
   append(bytes, pdg);
   append(bytes, pdb);
+  ops.rms_backward_pair(out.data(), out2.data(), pdg.data(), dy.data(), h.data(), x.data(), f.data(), S{0.875}, S{1.25},
+                        g.data(), d, stream, next, next);
+  append(bytes, out);
+  append(bytes, out2);
+  append(bytes, pdg);
   for (bool layer : {true, false}) {
     const auto fst = ops.add_norm_forward_row(out.data(), out2.data(), h.data(), f.data(), keep.data(), C{0.75},
                                               gc.data(), bc.data(), d, eps, layer, stream, x.data(), next);
