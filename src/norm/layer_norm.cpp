@@ -127,26 +127,19 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
     partials.reduce_into(dgamma, dbeta, nt);
     return;
   }
-  const bool prefetch = detail::prefetch_rows(stream, row_bytes);
-  // The next rows' x and dy (r + 1 and the row after), for a dx pass of row r.
-  const auto next_of = [&](int64_t r, detail::NextRows& next) {
-    return detail::next_rows(next, prefetch && r + 1 < rows, r, x, dy);
-  };
-  parallel_for(chunks.count, nt, [&](int64_t k) {
-    S* pdg = partials.dgamma(k);
-    S* pdb = partials.dbeta(k);
-    detail::NextRows n0, n1;
-    int64_t r = chunks.begin(k);
-    // Rows in pairs (the parameter-gradient partials loaded and stored once per two rows), then
-    // an odd last row on its own; the pairing depends on the chunk only, not on the threads.
-    for (; r + 2 <= chunks.end(k); r += 2)
-      ops.ln_backward_pair(dx.row(r), dx.row(r + 1), pdg, pdb, dy.row(r), dy.row(r + 1), x.row(r), x.row(r + 1),
-                           mean[r], mean[r + 1], rstd[r], rstd[r + 1], gm, d, stream, next_of(r + 1, n0),
-                           next_of(r + 2, n1));
-    if (r < chunks.end(k))
-      ops.ln_backward(dx.row(r), pdg, pdb, dy.row(r), x.row(r), mean[r], rstd[r], gm, d, stream, next_of(r, n0));
-    if (stream) detail::store_fence();
-  });
+  // Rows in pairs (the parameter-gradient partials loaded and stored once per two rows), then an
+  // odd last row on its own.
+  detail::for_chunk_row_pairs(
+      chunks, nt, stream, detail::prefetch_rows(stream, row_bytes), x, dy,
+      [&](int64_t k, int64_t r, const detail::NextRows* next0, const detail::NextRows* next1) {
+        ops.ln_backward_pair(dx.row(r), dx.row(r + 1), partials.dgamma(k), partials.dbeta(k), dy.row(r), dy.row(r + 1),
+                             x.row(r), x.row(r + 1), mean[r], mean[r + 1], rstd[r], rstd[r + 1], gm, d, stream, next0,
+                             next1);
+      },
+      [&](int64_t k, int64_t r, const detail::NextRows* next) {
+        ops.ln_backward(dx.row(r), partials.dgamma(k), partials.dbeta(k), dy.row(r), x.row(r), mean[r], rstd[r], gm, d,
+                        stream, next);
+      });
   partials.reduce_into(dgamma, dbeta, nt);
 }
 

@@ -99,21 +99,15 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   // prefetch alone cost f32 (8192 x 768 57 -> 47, 4096 x 4096 36 -> 30) where bf16 needs it
   // (4096 x 4096 25 -> 40).
   if constexpr (sizeof(T) < 4) {
-    const bool prefetch = detail::prefetch_rows(stream, row_bytes);
-    const auto next_of = [&](int64_t r, detail::NextRows& next) {
-      return detail::next_rows(next, prefetch && r + 1 < rows, r, x, dy);
-    };
-    parallel_for(chunks.count, nt, [&](int64_t k) {
-      S* pdg = partials.dgamma(k);
-      detail::NextRows n0, n1;
-      int64_t r = chunks.begin(k);
-      for (; r + 2 <= chunks.end(k); r += 2)
-        ops.rms_backward_pair(dx.row(r), dx.row(r + 1), pdg, dy.row(r), dy.row(r + 1), x.row(r), x.row(r + 1), rstd[r],
-                              rstd[r + 1], gm, d, stream, next_of(r + 1, n0), next_of(r + 2, n1));
-      if (r < chunks.end(k))
-        ops.rms_backward(dx.row(r), pdg, dy.row(r), x.row(r), rstd[r], gm, d, stream, next_of(r, n0));
-      if (stream) detail::store_fence();
-    });
+    detail::for_chunk_row_pairs(
+        chunks, nt, stream, detail::prefetch_rows(stream, row_bytes), x, dy,
+        [&](int64_t k, int64_t r, const detail::NextRows* next0, const detail::NextRows* next1) {
+          ops.rms_backward_pair(dx.row(r), dx.row(r + 1), partials.dgamma(k), dy.row(r), dy.row(r + 1), x.row(r),
+                                x.row(r + 1), rstd[r], rstd[r + 1], gm, d, stream, next0, next1);
+        },
+        [&](int64_t k, int64_t r, const detail::NextRows* next) {
+          ops.rms_backward(dx.row(r), partials.dgamma(k), dy.row(r), x.row(r), rstd[r], gm, d, stream, next);
+        });
   } else {
     detail::for_chunk_rows(chunks, nt, stream, row_bytes, [&](int64_t k, int64_t r, bool) {
       ops.rms_backward(dx.row(r), partials.dgamma(k), dy.row(r), x.row(r), rstd[r], gm, d, stream, nullptr);
