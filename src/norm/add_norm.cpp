@@ -104,7 +104,7 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
     if (!mean.empty()) mean[r] = static_cast<S>(st.mean);
     if (!rstd.empty()) rstd[r] = static_cast<S>(st.rstd);
   };
-  const int64_t batch = std::min<int64_t>(rows, detail::norm_batch_rows(d * static_cast<int64_t>(sizeof(T)), stream));
+  const int64_t batch = std::min<int64_t>(rows, detail::norm_batch_rows(d, sizeof(T), stream));
   if constexpr (std::is_same_v<T, R>) {
     if (ops.add_norm_forward_rows != nullptr && !narrow && d >= 16 && batch >= 2 &&
         d * static_cast<int64_t>(sizeof(T)) < detail::kShortRowBytes) {

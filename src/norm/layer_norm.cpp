@@ -38,7 +38,7 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(st.rstd);
   };
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
-  const int64_t batch = detail::norm_batch_rows(row_bytes, stream);
+  const int64_t batch = detail::norm_batch_rows(d, sizeof(T), stream);
   // The loop over rows: in batches (rows_kernel(r, count, ahead, st), when `batched`) of rows whose
   // statistics are reduced in vector lanes (bf16 8192 x 768 on one thread: 32 -> 37 GB/s), each
   // batch prefetching the next one's rows (see ln_forward_rows); else row by row

@@ -32,7 +32,7 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
   const auto& ops = detail::row_ops<T>();
 
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
-  const int64_t batch = detail::norm_batch_rows(row_bytes, stream);
+  const int64_t batch = detail::norm_batch_rows(d, sizeof(T), stream);
   if (batch >= 2) {
     // Batches of rows: the sums of squares back to back, then the outputs (see rms_forward_rows).
     const bool prefetch = detail::prefetch_rows(stream, row_bytes);

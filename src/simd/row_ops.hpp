@@ -250,15 +250,21 @@ inline bool row_has_head(uintptr_t addr, int64_t n, int64_t elem_bytes, bool str
 // statistics and output passes.
 inline constexpr int64_t kBatchBytes = int64_t{32} << 10;
 
-// Streamed rows of this many bytes or more go one at a time: there the memory, not the statistics'
-// latency, is the limit, and the one-row kernel, which prefetches the next two rows during each
-// output pass, keeps it busier (2 threads: bf16 4096 x 4096 71 GB/s one at a time, 62 in batches;
-// f32 8192 x 768 82 against 77; bf16 8192 x 768, 1.5 KiB rows, 65 against 70).
-inline constexpr int64_t kOneRowStreamBytes = 2048;
+// Streamed rows longer than this go one at a time: there the memory, not the statistics' latency,
+// is the limit, and the one-row kernel, which prefetches the next two rows during each output pass,
+// keeps it busier. Shorter streamed rows go in batches, which prefetch the next batch all at once.
+// Measured on one thread, one at a time against in batches:
+// - 4-byte elements: f32 16384 x 512 (2 KiB rows) LayerNorm 52 -> 61 GB/s, RMSNorm 46 -> 64; but
+//   f32 8192 x 768 (3 KiB) 72 -> 67, 8192 x 640 75 -> 70, 8192 x 1024 70 -> 56;
+// - 2-byte elements, whose arithmetic per byte is twice f32's: bf16 8192 x 1024 (2 KiB)
+//   LayerNorm 46 -> 57, RMSNorm 59 -> 69; 8192 x 1536 (3 KiB) 50 -> 56, 63 -> 66; but 4096 x 4096
+//   61 -> 41, 8192 x 2048 (4 KiB) 53 -> 45.
+inline int64_t max_batched_stream_row_bytes(int64_t elem_bytes) { return elem_bytes >= 4 ? 2048 : 3072; }
 
-// The rows per forward batch for rows of row_bytes (streamed or not); 1: row by row.
-inline int64_t norm_batch_rows(int64_t row_bytes, bool stream) {
-  if (stream && row_bytes >= kOneRowStreamBytes) return 1;
+// The rows per forward batch for rows of d elements of elem_bytes (streamed or not); 1: row by row.
+inline int64_t norm_batch_rows(int64_t d, int64_t elem_bytes, bool stream) {
+  const int64_t row_bytes = d * elem_bytes;
+  if (stream && row_bytes > max_batched_stream_row_bytes(elem_bytes)) return 1;
   const int64_t n = kBatchBytes / (row_bytes > 0 ? row_bytes : 1);
   return n < 1 ? 1 : n > 16 ? 16 : n;
 }
