@@ -28,28 +28,35 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
   const int64_t rows = x.rows(), d = x.cols();
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T));
-  const auto* g = detail::placed_for<0, compute_t<T>>(gamma, y.data(), rows, d, stream);
   const auto& ops = detail::row_ops<T>();
 
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
   const int64_t batch = detail::norm_batch_rows(d, sizeof(T), stream);
-  if (batch >= 2) {
-    // Batches of rows: the sums of squares back to back, then the outputs (see rms_forward_rows).
-    const bool prefetch = detail::prefetch_rows(stream, row_bytes);
-    detail::for_row_batches(rows, nt, stream, batch, [&](int64_t r, int64_t count) {
-      double rs[16];
-      const int64_t ahead = prefetch ? std::min(count, rows - r - count) : 0;
-      ops.rms_forward_rows(y.row(r), y.stride(), x.row(r), x.stride(), g, count, d, eps, stream, ahead, rs);
-      if (!rstd.empty())
-        for (int64_t i = 0; i < count; ++i) rstd[r + i] = static_cast<stat_t<T>>(rs[i]);
+  // The loop over rows, with gamma g (compute_t<T> or T): in batches (the sums of squares back to
+  // back, then the outputs; see rms_forward_rows) or row by row, each row prefetching the next.
+  const auto run = [&](const auto* g, const auto& rows_kernel, const auto& row_kernel) {
+    if (batch >= 2) {
+      const bool prefetch = detail::prefetch_rows(stream, row_bytes);
+      detail::for_row_batches(rows, nt, stream, batch, [&](int64_t r, int64_t count) {
+        double rs[16];
+        const int64_t ahead = prefetch ? std::min(count, rows - r - count) : 0;
+        rows_kernel(y.row(r), y.stride(), x.row(r), x.stride(), g, count, d, eps, stream, ahead, rs);
+        if (!rstd.empty())
+          for (int64_t i = 0; i < count; ++i) rstd[r + i] = static_cast<stat_t<T>>(rs[i]);
+      });
+      return;
+    }
+    detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, bool has_next) {
+      detail::NextRows next;
+      const double rs = row_kernel(y.row(r), x.row(r), g, d, eps, stream, detail::next_rows(next, has_next, r, x));
+      if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(rs);
     });
-    return;
-  }
-  detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, bool has_next) {
-    detail::NextRows next;
-    const double rs = ops.rms_forward(y.row(r), x.row(r), g, d, eps, stream, detail::next_rows(next, has_next, r, x));
-    if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(rs);
-  });
+  };
+  // Wide bf16 and f16 rows: gamma in T (kNarrowGammaCols in simd/row_ops.hpp).
+  if (ops.rms_forward_narrow != nullptr && d >= detail::kNarrowGammaCols && !gamma.empty())
+    return run(detail::placed_for<0, T>(gamma, y.data(), rows, d, stream), ops.rms_forward_rows_narrow,
+               ops.rms_forward_narrow);
+  run(detail::placed_for<0, compute_t<T>>(gamma, y.data(), rows, d, stream), ops.rms_forward_rows, ops.rms_forward);
 }
 
 // dx: (rows, d) =    dgamma: (d) +=    dy, x: (rows, d)    rstd: (rows)

@@ -103,6 +103,15 @@ using narrow_affine_t = typename NarrowAffine<T>::type;
 template <class T>
 inline constexpr int64_t kNarrowAffineCols = NarrowAffine<T>::cols;
 
+// RMSNorm forward of bf16/f16 rows of this many elements or more reads gamma in T, converted as it
+// is loaded (RowOps::rms_forward_narrow), 2 bytes per element; narrower rows read it converted once
+// per call to f32 (4 bytes, no conversion in the loop). One thread, side by side, f32 gamma against
+// T: bf16 4096 x 6144 57 -> 61 GB/s, 2048 x 8192 63 -> 67, 1024 x 16384 54 -> 60, 512 x 32768
+// 48 -> 55; f16 4096 x 6144 52 -> 58, 2048 x 8192 55 -> 67, 1024 x 16384 42 -> 60, 512 x 32768
+// 36 -> 53; in cache f16 32 x 6144 48 -> 76, bf16 64 x 8192 56 -> 69. At 4096 x 4096 T lost
+// (bf16 73 -> 70, f16 70 -> 66), and at 4096 x 2048.
+inline constexpr int64_t kNarrowGammaCols = 6144;
+
 template <class T>
 struct RowOps {
   using C = compute_t<T>;
@@ -128,6 +137,12 @@ struct RowOps {
                                    const NextRows* next) = nullptr;
   void (*ln_forward_rows_narrow)(T* y, int64_t ys, const T* x, int64_t xs, const N* g, const N* b, int64_t count,
                                  int64_t d, double eps, bool stream, int64_t ahead, RowMeanRstd* st) = nullptr;
+  // rms_forward and rms_forward_rows with gamma in T, converted as it is loaded (bf16/f16 rows of
+  // kNarrowGammaCols or more): the same results. bf16 and f16 only (null for the other types).
+  double (*rms_forward_narrow)(T* y, const T* x, const T* g, int64_t d, double eps, bool stream,
+                               const NextRows* next) = nullptr;
+  void (*rms_forward_rows_narrow)(T* y, int64_t ys, const T* x, int64_t xs, const T* g, int64_t count, int64_t d,
+                                  double eps, bool stream, int64_t ahead, double* rstd) = nullptr;
   void (*ln_backward)(T* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
                       bool stream, const NextRows* next);
   // Two rows at once (the partial sums read and written once for both); next0/next1: prefetched
