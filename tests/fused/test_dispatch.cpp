@@ -440,6 +440,12 @@ TEST_P(Dispatch, BatchedRowsMatchTheOneRowKernel) {
   // Streamed short rows: the fused forward's batches (d * sizeof(T) < 1 KiB; f32 ones prefetch).
   check_batched_rows_match_one_row<bf16>(33000, 100);
   check_batched_rows_match_one_row<float>(20000, 100);
+  // Streamed rows of 64 and 128 (a LayerNorm batch's output pass inlined, streaming) and streamed
+  // batches of the longest rows that take them (2 KiB f32, 3 KiB bf16; norm_batch_rows).
+  check_batched_rows_match_one_row<bf16>(66000, 64);
+  check_batched_rows_match_one_row<float>(16500, 128);
+  check_batched_rows_match_one_row<float>(4200, 512);
+  check_batched_rows_match_one_row<bf16>(2800, 1536);
   // Streamed rows of 4096 or more elements: every other row walks its last pass backward.
   check_batched_rows_match_one_row<float>(600, 4100);
   check_batched_rows_match_one_row<bf16>(1100, 4100);
