@@ -272,7 +272,7 @@ inline constexpr int64_t kBatchBytes = int64_t{32} << 10;
 // - 4-byte elements: f32 16384 x 512 (2 KiB rows) LayerNorm 52 -> 61 GB/s, RMSNorm 46 -> 64; but
 //   f32 8192 x 768 (3 KiB) 72 -> 67, 8192 x 640 75 -> 70, 8192 x 1024 70 -> 56;
 // - 2-byte elements, whose arithmetic per byte is twice f32's: bf16 8192 x 1024 (2 KiB)
-//   LayerNorm 46 -> 57, RMSNorm 59 -> 69; 8192 x 1536 (3 KiB) 50 -> 56, 63 -> 66; but 4096 x 4096
+//   LayerNorm 46 -> 57, RMSNorm 59 -> 69; 8192 x 1536 (3 KiB) 50 -> 56, 65 -> 67; but 4096 x 4096
 //   61 -> 41, 8192 x 2048 (4 KiB) 53 -> 45.
 inline int64_t max_batched_stream_row_bytes(int64_t elem_bytes) { return elem_bytes >= 4 ? 2048 : 3072; }
 

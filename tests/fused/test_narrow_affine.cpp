@@ -22,6 +22,7 @@
 #include "addnorm/norm/add_norm.hpp"
 #include "addnorm/norm/layer_norm.hpp"
 #include "addnorm/norm/reference.hpp"
+#include "narrow_testing.hpp"
 #include "norm_testing.hpp"
 
 namespace {
@@ -34,14 +35,11 @@ using addnorm::detail::NextRows;
 using addnorm::detail::RowMeanRstd;
 using addnorm::testing::Placed;
 
-template <class V>
-bool same_bytes(const V& a, const V& b, size_t n) {
-  return std::memcmp(a.data(), b.data(), n * sizeof(*a.data())) == 0;
-}
+using addnorm::testing::same_bytes;
 
 template <class T>
 const char* name() {
-  return std::is_same_v<T, bf16> ? "bf16" : "f16";
+  return addnorm::testing::narrow_name<T>();
 }
 
 // gamma and beta of d elements with some special values: a zero gamma, a denormal beta, an Inf
@@ -94,23 +92,13 @@ void check_one_row(int64_t d, int64_t shift) {
   PlacedNarrow<T> n(p, shift);
   addnorm::testing::Rng rng(static_cast<uint64_t>(d * 3 + shift));
   Placed<T> x(addnorm::testing::random_vector<T>(d, rng, 0.5, 2.0), shift), y1(d, shift), y2(d, shift);
-  const std::vector<T> n0(static_cast<size_t>(d));
-  const NextRows forward = NextRows::of(n0.data()).then(true, 0);
-  NextRows backward_walk = forward;
-  backward_walk.backward = true;
-  const NextRows& backward = backward_walk;
-  for (const NextRows* next : {static_cast<const NextRows*>(nullptr), &forward, &backward})
-    for (bool stream : {false, true}) {
-      SCOPED_TRACE(std::string(next == nullptr  ? "no next row"
-                               : next->backward ? "walked backward"
-                                                : "walked forward") +
-                   (stream ? ", streamed" : ""));
-      const RowMeanRstd a = ops.ln_forward(y1.data(), x.data(), gc.data(), bc.data(), d, 1e-5, stream, next);
-      const RowMeanRstd b = ops.ln_forward_narrow(y2.data(), x.data(), n.g(), n.b(), d, 1e-5, stream, next);
-      EXPECT_TRUE(same_bytes(y1, y2, static_cast<size_t>(d)));
-      EXPECT_EQ(a.mean, b.mean);
-      EXPECT_EQ(a.rstd, b.rstd);
-    }
+  addnorm::testing::for_each_walk<T>(d, [&](const NextRows* next, bool stream) {
+    const RowMeanRstd a = ops.ln_forward(y1.data(), x.data(), gc.data(), bc.data(), d, 1e-5, stream, next);
+    const RowMeanRstd b = ops.ln_forward_narrow(y2.data(), x.data(), n.g(), n.b(), d, 1e-5, stream, next);
+    EXPECT_TRUE(same_bytes(y1, y2, static_cast<size_t>(d)));
+    EXPECT_EQ(a.mean, b.mean);
+    EXPECT_EQ(a.rstd, b.rstd);
+  });
 }
 
 // The fused pre-norm forward of one row (s = alpha * h + keep * f, y = LayerNorm(s)), residual

@@ -18,6 +18,7 @@
 #include "../../src/simd/row_ops.hpp"
 #include "addnorm/norm/reference.hpp"
 #include "addnorm/norm/rms_norm.hpp"
+#include "narrow_testing.hpp"
 #include "norm_testing.hpp"
 
 namespace {
@@ -27,14 +28,11 @@ using addnorm::f16;
 using addnorm::detail::NextRows;
 using addnorm::testing::Placed;
 
-template <class V>
-bool same_bytes(const V& a, const V& b, size_t n) {
-  return std::memcmp(a.data(), b.data(), n * sizeof(*a.data())) == 0;
-}
+using addnorm::testing::same_bytes;
 
 template <class T>
 const char* name() {
-  return std::is_same_v<T, bf16> ? "bf16" : "f16";
+  return addnorm::testing::narrow_name<T>();
 }
 
 // gamma of d elements in T and as f32, with a zero, a denormal of T, an Inf and a NaN.
@@ -64,22 +62,12 @@ void check_one_row(int64_t d, int64_t shift) {
   Placed<T> gt(g.t, shift);
   addnorm::testing::Rng rng(static_cast<uint64_t>(d * 3 + shift));
   Placed<T> x(addnorm::testing::random_vector<T>(d, rng, 0.5, 2.0), shift), y1(d, shift), y2(d, shift);
-  const std::vector<T> n0(static_cast<size_t>(d));
-  const NextRows forward = NextRows::of(n0.data()).then(true, 0);
-  NextRows backward_walk = forward;
-  backward_walk.backward = true;
-  const NextRows& backward = backward_walk;
-  for (const NextRows* next : {static_cast<const NextRows*>(nullptr), &forward, &backward})
-    for (bool stream : {false, true}) {
-      SCOPED_TRACE(std::string(next == nullptr  ? "no next row"
-                               : next->backward ? "walked backward"
-                                                : "walked forward") +
-                   (stream ? ", streamed" : ""));
-      const double a = ops.rms_forward(y1.data(), x.data(), gf.data(), d, 1e-5, stream, next);
-      const double b = ops.rms_forward_narrow(y2.data(), x.data(), gt.data(), d, 1e-5, stream, next);
-      EXPECT_TRUE(same_bytes(y1, y2, static_cast<size_t>(d)));
-      EXPECT_EQ(a, b);
-    }
+  addnorm::testing::for_each_walk<T>(d, [&](const NextRows* next, bool stream) {
+    const double a = ops.rms_forward(y1.data(), x.data(), gf.data(), d, 1e-5, stream, next);
+    const double b = ops.rms_forward_narrow(y2.data(), x.data(), gt.data(), d, 1e-5, stream, next);
+    EXPECT_TRUE(same_bytes(y1, y2, static_cast<size_t>(d)));
+    EXPECT_EQ(a, b);
+  });
 }
 
 template <class T>
