@@ -33,11 +33,11 @@ inline constexpr int64_t kBackwardWalkCols = 4096;
 // during the sums pass. Wide rows spill the partials out of L1, and there the sums pass, which
 // also reads x, dy and gamma, ran at the speed of L2 while the memory idled; moved, the sums pass
 // is light and the joint pass overlaps the partials' L2 traffic with the memory's. Software
-// prefetches along it only cost (the hardware prefetcher follows the rows). Side by side, 3
-// alternated runs, one thread / two: f32 4096 x 4096 29 -> 35 GB/s / 62 -> 63-72; 2048 x 8192
-// 30 -> 35 / 60 -> 66-72; 1024 x 16384 27 -> 32 / 50 -> 62. Rows of 1024 and 2048 lost (8192 x
-// 1024 38 -> 28 on one thread), and so did bf16 at every width (4096 x 4096 30 -> 24): they keep
-// the sums pass with the partials.
+// prefetches along it only cost (the hardware prefetcher follows the rows). Side by side, one
+// thread: f32 4096 x 4096 29 -> 35 GB/s, 2048 x 8192 30 -> 35, 1024 x 16384 27 -> 32; two threads
+// level within the noise (4096 x 4096, 24 paired runs from -21% to +22%, mean +3%). Rows of 1024
+// and 2048 lost (8192 x 1024 38 -> 28 on one thread), and so did bf16 at every width (4096 x 4096
+// 30 -> 24): they keep the sums pass with the partials.
 inline constexpr int64_t kJointDxCols = 4096;
 
 // The next row's inputs, which a row kernel prefetches into L2 while it writes the current row's
