@@ -40,6 +40,18 @@ inline constexpr int64_t kBackwardWalkCols = 4096;
 // 30 -> 24): they keep the sums pass with the partials.
 inline constexpr int64_t kJointDxCols = 4096;
 
+// f32 fused add + LayerNorm forward rows (no dropout) of this many elements or more write no
+// scratch row: the residual row is built in one pass that streams s and sums its moments, and the
+// output pass builds it again from h and f, which are still in L2 (ln_output_sum in
+// row_kernels.inc). A 16 KiB t row written and read back, with gamma and beta, made the output pass
+// run at L2's speed with the memory idle; h and f from L2 instead cost one more read but no write
+// and no write-back, and no software prefetch is needed. Side by side (env switch, 3 alternated
+// runs), one thread / two: 4096 x 4096 28 -> 45 GB/s / 67 -> 95; 2048 x 8192 31 -> 45 / 70 -> 90;
+// 4096 x 2048 39 -> 45 / 89 -> 95. Shorter rows lost (8192 x 1024 two threads 106 -> 90; 8192 x 768
+// one thread 52 -> 42) and keep t, as do rows with dropout (keep would be read again too) and s
+// aliasing h.
+inline constexpr int64_t kFusedRebuildCols = 2048;
+
 // The next row's inputs, which a row kernel prefetches into L2 while it writes the current row's
 // output (its last pass, when the current row is already in cache and the memory would otherwise
 // idle), and optionally the row after those, into L3 (far: its byte offset from the next row, 0 =

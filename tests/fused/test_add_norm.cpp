@@ -5,13 +5,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "addnorm/core/parallel.hpp"
 #include "addnorm/norm/add_norm.hpp"
 #include "addnorm/norm/reference.hpp"
+#include "norm_testing.hpp"
 
 namespace {
 
@@ -119,6 +122,57 @@ TEST(AddNorm, MatchesReferenceComposition) {
             check_against_reference<float>(c);
             check_against_reference<double>(c);
           }
+}
+
+// f32 LayerNorm rows of kFusedRebuildCols (src/simd/row_ops.hpp) or more without dropout build the
+// residual row again in the output pass instead of reading a scratch copy, unless s aliases h. The
+// two paths must give the same bits (s, y, mean, rstd), on every SIMD target, with DeepNorm's alpha,
+// each combination of gamma and beta, rows on a line and off it (a scalar head and tail), and
+// streamed rows (the last shape).
+TEST(AddNorm, WideRowsBuiltAgainGiveTheSameBits) {
+  struct Shape {
+    int64_t rows, d, stride, offset;
+  };
+  const auto run = [](const Shape& sh, double alpha, bool g, bool b, bool in_place) {
+    const int64_t n = sh.offset + sh.rows * sh.stride;
+    auto h = random_vec<float>(static_cast<size_t>(n), 21, 2.0, 0.5), f = random_vec<float>(static_cast<size_t>(n), 22);
+    const auto gamma = random_vec<float>(static_cast<size_t>(sh.d), 23, 0.3, 1.0);
+    const auto beta = random_vec<float>(static_cast<size_t>(sh.d), 24);
+    std::vector<float> s_sep(static_cast<size_t>(n)), y(static_cast<size_t>(n)), mean(sh.rows), rstd(sh.rows);
+    AddNormOptions opt;
+    opt.alpha = alpha;
+    float* s = in_place ? h.data() : s_sep.data();
+    addnorm::add_norm_forward<float>(View2D<float>(s + sh.offset, sh.rows, sh.d, sh.stride),
+                                     View2D<float>(y.data() + sh.offset, sh.rows, sh.d, sh.stride), mean, rstd,
+                                     View2D<const float>(h.data() + sh.offset, sh.rows, sh.d, sh.stride),
+                                     View2D<const float>(f.data() + sh.offset, sh.rows, sh.d, sh.stride),
+                                     g ? std::span<const float>(gamma) : std::span<const float>{},
+                                     b ? std::span<const float>(beta) : std::span<const float>{}, opt);
+    std::vector<float> out;
+    for (int64_t r = 0; r < sh.rows; ++r)
+      for (int64_t c = 0; c < sh.d; ++c) {
+        const auto i = static_cast<size_t>(sh.offset + r * sh.stride + c);
+        out.push_back(s[i]);
+        out.push_back(y[i]);
+      }
+    out.insert(out.end(), mean.begin(), mean.end());
+    out.insert(out.end(), rstd.begin(), rstd.end());
+    return out;
+  };
+  const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  addnorm::testing::for_each_simd_target([&] {
+    for (const Shape& sh : {Shape{3, 2048, 2048, 0}, Shape{5, 4096, 4096, 16}, Shape{4, 4117, 4128, 3}})
+      for (double alpha : {1.0, 2.5})
+        for (int gb = 0; gb < 4; ++gb) {
+          SCOPED_TRACE(::testing::Message() << "d " << sh.d << " offset " << sh.offset << " alpha " << alpha
+                                            << " gamma " << (gb & 1) << " beta " << (gb >> 1));
+          EXPECT_TRUE(same_bits(run(sh, alpha, gb & 1, gb >> 1, false), run(sh, alpha, gb & 1, gb >> 1, true)));
+        }
+  });
+  const Shape streamed{700, 4096, 4096, 0};  // 11 MiB per array: streamed
+  EXPECT_TRUE(same_bits(run(streamed, 2.5, true, true, false), run(streamed, 2.5, true, true, true)));
 }
 
 TEST(AddNorm, ZeroDropoutIsExactAdd) {
