@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
@@ -128,9 +129,11 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
     return;
   }
   // Rows in pairs (the parameter-gradient partials loaded and stored once per two rows), then an
-  // odd last row on its own.
+  // odd last row on its own. Wide f32 rows on one thread prefetch nothing: their pairs then take
+  // the joint dx pass (kJointDxCols in simd/row_ops.hpp).
+  const bool joint = std::is_same_v<T, float> && nt == 1 && d >= detail::kJointDxCols;
   detail::for_chunk_row_pairs(
-      chunks, nt, stream, detail::prefetch_rows(stream, row_bytes), x, dy,
+      chunks, nt, stream, detail::prefetch_rows(stream, row_bytes) && !joint, x, dy,
       [&](int64_t k, int64_t r, const detail::NextRows* next0, const detail::NextRows* next1) {
         ops.ln_backward_pair(dx.row(r), dx.row(r + 1), partials.dgamma(k), partials.dbeta(k), dy.row(r), dy.row(r + 1),
                              x.row(r), x.row(r + 1), mean[r], mean[r + 1], rstd[r], rstd[r + 1], gm, d, stream, next0,

@@ -28,16 +28,18 @@ struct RowMeanRstd {
 // at 768 the bf16 fused forward 6%: what fits in L1 gains nothing, and the backward walk costs.
 inline constexpr int64_t kBackwardWalkCols = 4096;
 
-// f32 LayerNorm backward rows in pairs of this many elements or more add their parameter gradients
-// into the partials during a joint dx pass of both rows (ln_dx_pass_pair in row_kernels.inc), not
-// during the sums pass. Wide rows spill the partials out of L1, and there the sums pass, which
-// also reads x, dy and gamma, ran at the speed of L2 while the memory idled; moved, the sums pass
-// is light and the joint pass overlaps the partials' L2 traffic with the memory's. Software
-// prefetches along it only cost (the hardware prefetcher follows the rows). Side by side, one
-// thread: f32 4096 x 4096 29 -> 35 GB/s, 2048 x 8192 30 -> 35, 1024 x 16384 27 -> 32; two threads
-// level within the noise (4096 x 4096, 24 paired runs from -21% to +22%, mean +3%). Rows of 1024
-// and 2048 lost (8192 x 1024 38 -> 28 on one thread), and so did bf16 at every width (4096 x 4096
-// 30 -> 24): they keep the sums pass with the partials.
+// f32 LayerNorm backward rows in pairs of this many elements or more, when nothing is prefetched
+// (in cache, or on one thread: layer_norm_backward), add their parameter gradients into the
+// partials during a joint dx pass of both rows (ln_dx_pass_pair in row_kernels.inc), not during
+// the sums pass. Wide rows spill the partials out of L1, and there the sums pass, which also reads
+// x, dy and gamma, ran at the speed of L2 while the memory idled; moved, the sums pass is light
+// and the joint pass overlaps the partials' L2 traffic with the memory's, the hardware prefetcher
+// following the rows (software prefetches along it only cost). Side by side, one thread: f32
+// 4096 x 4096 29 -> 35 GB/s (18 -> 23 on a busy machine), 2048 x 8192 30 -> 35, 1024 x 16384
+// 27 -> 32. Two threads, streamed, it went from -21% to +22% with the machine's state (30 paired
+// runs on 4096 x 4096, mean -1%): there the rows keep the sums pass with the partials and the
+// software prefetches. Rows of 1024 and 2048 lost (8192 x 1024 38 -> 28 on one thread), and so did
+// bf16 at every width (4096 x 4096 30 -> 24).
 inline constexpr int64_t kJointDxCols = 4096;
 
 // f32 fused add + LayerNorm forward rows (no dropout) of this many elements or more write no

@@ -177,18 +177,18 @@ TEST(LayerNorm, OneParameterOnly) {
     }
 }
 
-// Wide f32 rows in pairs whose outputs lie whole cache lines apart add their parameter gradients
-// during a joint dx pass of both rows (kJointDxCols in src/simd/row_ops.hpp): rows on a line and
-// 1 or 3 elements past one (a scalar head), with a vector and a scalar tail, an odd last row and
-// chunks of 8 rows, with both parameters, gamma alone and in-place, beta alone; and rows whose
-// outputs do not lie whole lines apart (stride+2), which keep the other path.
+// Wide f32 rows in pairs whose outputs start on cache lines add their parameter gradients during a
+// joint dx pass of both rows when nothing is prefetched (kJointDxCols in src/simd/row_ops.hpp; here
+// in cache): rows on a line with a vector and a scalar tail, an odd last row and chunks of 8 rows,
+// with both parameters, gamma alone and in-place, beta alone; and rows off a line (1 or 3 elements
+// past, stride+2), which keep the other path.
 TEST(LayerNorm, WideRowPairs) {
   addnorm::testing::for_each_simd_target([] {
     uint64_t seed = 4242;
-    const std::vector<std::pair<int64_t, Layout>> shapes{{4096, {}},
+    const std::vector<std::pair<int64_t, Layout>> shapes{{4096, {0, 0, "on a line", true}},
+                                                         {4112, {0, 0, "on a line", true}},
+                                                         {4117, {11, 0, "stride+11, on a line", true}},
                                                          {4096, {0, 1, "offset+1"}},
-                                                         {4112, {0, 3, "offset+3"}},
-                                                         {4117, {11, 3, "stride+11,offset+3"}},
                                                          {4117, {2, 0, "stride+2"}},
                                                          {8192, {16, 5, "stride+16,offset+5"}}};
     for (const auto& [d, lay] : shapes)

@@ -123,6 +123,9 @@ struct Layout {
   int64_t pad = 0;     // row stride = cols + pad
   int64_t offset = 0;  // elements between the guard and the first element
   const char* name = "packed";
+  // Moves the first element further, up to the next 64-byte line (at construction: a copy of the
+  // matrix need not start on a line).
+  bool line = false;
 };
 
 // The layouts every kernel is swept over.
@@ -155,7 +158,9 @@ class Matrix {
         stride_(cols + layout.pad),
         first_(kGuard + layout.offset),
         layout_(layout),
-        buf_(static_cast<size_t>(first_ + rows * (cols + layout.pad) + kGuard), sentinel<T>()) {
+        buf_(static_cast<size_t>(first_ + rows * (cols + layout.pad) + kGuard + (layout.line ? 64 : 0)),
+             sentinel<T>()) {
+    while (layout.line && reinterpret_cast<uintptr_t>(buf_.data() + first_) % 64 != 0) ++first_;
     fill(T{0});
   }
 
