@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <span>
 #include <string>
@@ -22,6 +21,7 @@ using addnorm::AddNormOptions;
 using addnorm::DropoutSpec;
 using addnorm::NormKind;
 using addnorm::View2D;
+using addnorm::testing::bitwise_equal;
 
 template <class T>
 std::vector<T> random_vec(size_t n, unsigned seed, double scale = 1.0, double shift = 0.0) {
@@ -159,20 +159,19 @@ TEST(AddNorm, WideRowsBuiltAgainGiveTheSameBits) {
     out.insert(out.end(), rstd.begin(), rstd.end());
     return out;
   };
-  const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-  };
   addnorm::testing::for_each_simd_target([&] {
     for (const Shape& sh : {Shape{3, 2048, 2048, 0}, Shape{5, 4096, 4096, 16}, Shape{4, 4117, 4128, 3}})
       for (double alpha : {1.0, 2.5})
         for (int gb = 0; gb < 4; ++gb) {
           SCOPED_TRACE(::testing::Message() << "d " << sh.d << " offset " << sh.offset << " alpha " << alpha
                                             << " gamma " << (gb & 1) << " beta " << (gb >> 1));
-          EXPECT_TRUE(same_bits(run(sh, alpha, gb & 1, gb >> 1, false), run(sh, alpha, gb & 1, gb >> 1, true)));
+          EXPECT_TRUE(bitwise_equal<float>("s, y, mean, rstd", run(sh, alpha, gb & 1, gb >> 1, false),
+                                           run(sh, alpha, gb & 1, gb >> 1, true)));
         }
   });
   const Shape streamed{700, 4096, 4096, 0};  // 11 MiB per array: streamed
-  EXPECT_TRUE(same_bits(run(streamed, 2.5, true, true, false), run(streamed, 2.5, true, true, true)));
+  EXPECT_TRUE(bitwise_equal<float>("s, y, mean, rstd (streamed)", run(streamed, 2.5, true, true, false),
+                                   run(streamed, 2.5, true, true, true)));
 }
 
 TEST(AddNorm, ZeroDropoutIsExactAdd) {

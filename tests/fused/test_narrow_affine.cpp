@@ -35,12 +35,8 @@ using addnorm::detail::NextRows;
 using addnorm::detail::RowMeanRstd;
 using addnorm::testing::Placed;
 
+using addnorm::testing::narrow_name;
 using addnorm::testing::same_bytes;
-
-template <class T>
-const char* name() {
-  return addnorm::testing::narrow_name<T>();
-}
 
 // gamma and beta of d elements with some special values: a zero gamma, a denormal beta, an Inf
 // beta (its outputs Inf) and a NaN gamma; as T, as f32 (gc, bc) and in their narrow form (gn, bn;
@@ -84,7 +80,7 @@ struct PlacedNarrow {
 
 template <class T>
 void check_one_row(int64_t d, int64_t shift) {
-  SCOPED_TRACE(std::string(name<T>()) + " d " + std::to_string(d) + " shift " + std::to_string(shift));
+  SCOPED_TRACE(std::string(narrow_name<T>()) + " d " + std::to_string(d) + " shift " + std::to_string(shift));
   const auto& ops = addnorm::detail::row_ops<T>();
   ASSERT_NE(ops.ln_forward_narrow, nullptr);
   const Params<T> p(d);
@@ -105,8 +101,8 @@ void check_one_row(int64_t d, int64_t shift) {
 // stream in T (R = T) or f32 (R = float), with and without dropout's keep.
 template <class T, class R>
 void check_fused_row(int64_t d, int64_t shift) {
-  SCOPED_TRACE(std::string(name<T>()) + (sizeof(R) == 2 ? " residual" : ", f32 residual") + ", d " + std::to_string(d) +
-               " shift " + std::to_string(shift));
+  SCOPED_TRACE(std::string(narrow_name<T>()) + (sizeof(R) == 2 ? " residual" : ", f32 residual") + ", d " +
+               std::to_string(d) + " shift " + std::to_string(shift));
   const auto& ops = addnorm::detail::row_ops<T>();
   ASSERT_NE(ops.add_layer_norm_forward_row_narrow, nullptr);
   ASSERT_NE(ops.add_layer_norm_forward_row_narrow_f32, nullptr);
@@ -144,7 +140,7 @@ void check_fused_row(int64_t d, int64_t shift) {
 
 template <class T>
 void check_batch(int64_t count, int64_t d) {
-  SCOPED_TRACE(std::string(name<T>()) + " count " + std::to_string(count) + " d " + std::to_string(d));
+  SCOPED_TRACE(std::string(narrow_name<T>()) + " count " + std::to_string(count) + " d " + std::to_string(d));
   const auto& ops = addnorm::detail::row_ops<T>();
   ASSERT_NE(ops.ln_forward_rows_narrow, nullptr);
   const Params<T> p(d);
@@ -214,7 +210,7 @@ TEST(NarrowAffine, PackedAffinePutsGammaHighAndBetaLow) {
 template <class T>
 void check_wide_rows(int64_t d) {
   for (int64_t rows : {3, 40, 1100}) {  // 1100 rows of 4100 2-byte elements: over 8 MiB, streamed
-    SCOPED_TRACE(std::string(name<T>()) + " rows " + std::to_string(rows) + " d " + std::to_string(d));
+    SCOPED_TRACE(std::string(narrow_name<T>()) + " rows " + std::to_string(rows) + " d " + std::to_string(d));
     addnorm::testing::Rng rng(static_cast<uint64_t>(rows));
     const auto x = addnorm::testing::random_vector<T>(rows * d, rng, 2.0, 3.0);
     const auto gamma = addnorm::testing::random_vector<T>(d, rng, 3.0, 1.0);

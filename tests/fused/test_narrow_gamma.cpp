@@ -28,12 +28,8 @@ using addnorm::f16;
 using addnorm::detail::NextRows;
 using addnorm::testing::Placed;
 
+using addnorm::testing::narrow_name;
 using addnorm::testing::same_bytes;
-
-template <class T>
-const char* name() {
-  return addnorm::testing::narrow_name<T>();
-}
 
 // gamma of d elements in T and as f32, with a zero, a denormal of T, an Inf and a NaN.
 template <class T>
@@ -54,7 +50,7 @@ struct Gamma {
 
 template <class T>
 void check_one_row(int64_t d, int64_t shift) {
-  SCOPED_TRACE(std::string(name<T>()) + " d " + std::to_string(d) + " shift " + std::to_string(shift));
+  SCOPED_TRACE(std::string(narrow_name<T>()) + " d " + std::to_string(d) + " shift " + std::to_string(shift));
   const auto& ops = addnorm::detail::row_ops<T>();
   ASSERT_NE(ops.rms_forward_narrow, nullptr);
   const Gamma<T> g(d);
@@ -72,7 +68,7 @@ void check_one_row(int64_t d, int64_t shift) {
 
 template <class T>
 void check_batch(int64_t count, int64_t d, bool stream) {
-  SCOPED_TRACE(std::string(name<T>()) + " count " + std::to_string(count) + " d " + std::to_string(d) +
+  SCOPED_TRACE(std::string(narrow_name<T>()) + " count " + std::to_string(count) + " d " + std::to_string(d) +
                (stream ? ", streamed" : ""));
   const auto& ops = addnorm::detail::row_ops<T>();
   ASSERT_NE(ops.rms_forward_rows_narrow, nullptr);
@@ -115,7 +111,7 @@ TEST(NarrowGamma, BatchesGiveTheSameBitsAsAnF32Array) {
 template <class T>
 void check_wide_rows(int64_t d) {
   for (int64_t rows : {3, 40, 700}) {  // 700 rows of 6200 2-byte elements: over 8 MiB, streamed
-    SCOPED_TRACE(std::string(name<T>()) + " rows " + std::to_string(rows) + " d " + std::to_string(d));
+    SCOPED_TRACE(std::string(narrow_name<T>()) + " rows " + std::to_string(rows) + " d " + std::to_string(d));
     addnorm::testing::Rng rng(static_cast<uint64_t>(rows));
     const auto x = addnorm::testing::random_vector<T>(rows * d, rng, 2.0, 3.0);
     const auto gamma = addnorm::testing::random_vector<T>(d, rng, 3.0, 1.0);
