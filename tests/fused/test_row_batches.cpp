@@ -1,6 +1,8 @@
 // The batch row kernels on every SIMD target: ln_backward_rows (short rows 16 at a time) against
 // the same rows one at a time and against ln_backward_pair over consecutive pairs; for RMSNorm
-// (mean null) against rms_backward row by row.
+// (mean null) against rms_backward row by row. ln_forward_rows against ln_forward row by row, for
+// the calls of more than 16 rows of 64 and 128 (batches of 16, each one's statistics before the
+// previous one's output pass).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -92,6 +94,72 @@ void check_rows(int64_t count, int64_t d, bool with_gamma, bool with_partials, b
       ASSERT_LE(std::fabs(a - b), 1e-5 * std::max(1.0, std::fabs(b))) << "partial " << i << " vs pairs";
     }
   }
+}
+
+// count rows of d (row stride d + 5) through one ln_forward_rows call, against ln_forward row by
+// row: the same bits for y and the statistics. Rows 5, 20 and 37 start far from their mean (k far
+// off: the row is done on its own), row 33 holds an Inf and row 47 a value whose square overflows
+// f32; the padding between rows stays untouched.
+template <class T>
+void check_forward_rows(int64_t count, int64_t d, bool with_gamma, bool with_beta) {
+  using C = addnorm::compute_t<T>;
+  SCOPED_TRACE("target " + addnorm::simd_target() + " " + (sizeof(T) == 4 ? "f32" : "bf16") + " count " +
+               std::to_string(count) + " d " + std::to_string(d) + (with_gamma ? " gamma" : "") +
+               (with_beta ? " beta" : ""));
+  const int64_t stride = d + 5, n = count * stride;
+  addnorm::testing::Rng rng(static_cast<uint64_t>(count * 1000 + d));
+  using addnorm::testing::random_vector;
+  auto x = random_vector<T>(n, rng, 0.3, 1.7);
+  const auto set = [&](int64_t r, int64_t c, double v) {
+    if (r < count) x[static_cast<size_t>(r * stride + c)] = static_cast<T>(v);
+  };
+  for (int64_t r : {5, 20, 37})
+    for (int64_t c = 0; c < 16; ++c) set(r, c, 400.0 + static_cast<double>(c));
+  set(33, d / 2, INFINITY);
+  set(47, d - 1, sizeof(T) == 4 ? 3e19 : 1e30);
+  const auto gamma = random_vector<C>(d, rng, 1, 0.2), beta = random_vector<C>(d, rng, 0, 0.5);
+  const C* g = with_gamma ? gamma.data() : nullptr;
+  const C* b = with_beta ? beta.data() : nullptr;
+  std::vector<T> y1(static_cast<size_t>(n), T(0)), y2(static_cast<size_t>(n), T(0));
+  std::vector<addnorm::detail::RowMeanRstd> st1(static_cast<size_t>(count)), st2(static_cast<size_t>(count));
+  const auto& ops = addnorm::detail::row_ops<T>();
+  ASSERT_NE(ops.ln_forward_rows, nullptr);
+  ops.ln_forward_rows(y1.data(), stride, x.data(), stride, g, b, count, d, 1e-5, false, 0, st1.data());
+  for (int64_t r = 0; r < count; ++r)
+    st2[static_cast<size_t>(r)] =
+        ops.ln_forward(y2.data() + r * stride, x.data() + r * stride, g, b, d, 1e-5, false, nullptr);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<size_t>(i);
+    ASSERT_TRUE(same_bits(y1[k], y2[k])) << "y(" << i / stride << ", " << i % stride
+                                         << "): " << static_cast<double>(y1[k]) << " in the batch, "
+                                         << static_cast<double>(y2[k]) << " alone";
+    if (i % stride >= d) ASSERT_EQ(static_cast<double>(y1[k]), 0.0) << "wrote past row " << i / stride;
+  }
+  for (int64_t r = 0; r < count; ++r) {
+    const auto k = static_cast<size_t>(r);
+    ASSERT_TRUE(same_bits(st1[k].mean, st2[k].mean)) << "mean of row " << r;
+    ASSERT_TRUE(same_bits(st1[k].rstd, st2[k].rstd)) << "rstd of row " << r;
+  }
+}
+
+TEST(RowBatches, LayerNormForwardRowsMatchTheOneRowKernel) {
+  ASSERT_EQ(addnorm::detail::ln_batch_rows(64, 2, false), addnorm::detail::kPipelinedBatchRows);
+  ASSERT_EQ(addnorm::detail::ln_batch_rows(128, 4, false), addnorm::detail::kPipelinedBatchRows);
+  addnorm::testing::for_each_simd_target([] {
+    for (int64_t d : {64, 128})
+      for (int64_t count : {1, 16, 17, 31, 32, 33, 48, 50, 64, 65})
+        for (bool gamma : {false, true})
+          for (bool beta : {false, true}) {
+            check_forward_rows<float>(count, d, gamma, beta);
+            check_forward_rows<bf16>(count, d, gamma, beta);
+          }
+    // Other widths: batches of up to 16 rows (more go row by row).
+    for (int64_t d : {16, 100, 700})
+      for (int64_t count : {3, 16, 20}) {
+        check_forward_rows<float>(count, d, true, true);
+        check_forward_rows<bf16>(count, d, true, false);
+      }
+  });
 }
 
 TEST(RowBatches, NormBackwardRowsMatchTheOneAndTwoRowKernels) {
