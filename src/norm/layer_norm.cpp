@@ -39,7 +39,7 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
     if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(st.rstd);
   };
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
-  const int64_t batch = detail::ln_batch_rows(d, sizeof(T), stream);
+  const int64_t batch = detail::norm_batch_rows(d, sizeof(T), stream);
   // The loop over rows: in batches (rows_kernel(r, count, ahead, st), when `batched`) of rows whose
   // statistics are reduced in vector lanes (bf16 8192 x 768 on one thread: 32 -> 37 GB/s), each
   // batch prefetching the next one's rows (see ln_forward_rows); else row by row
@@ -47,7 +47,7 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   const auto run = [&](bool batched, const auto& rows_kernel, const auto& row_kernel) {
     if (batched && d >= 16 && batch >= 2) {
       detail::for_row_batches(rows, nt, stream, batch, [&](int64_t r, int64_t count) {
-        detail::RowMeanRstd st[detail::kPipelinedBatchRows];
+        detail::RowMeanRstd st[16];
         rows_kernel(r, count, std::min(count, rows - r - count), st);
         for (int64_t i = 0; i < count; ++i) save(r + i, st[i]);
       });

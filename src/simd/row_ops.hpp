@@ -152,9 +152,9 @@ struct RowOps {
   // row; rstd: (count) =
   void (*rms_forward_rows)(T* y, int64_t ys, const T* x, int64_t xs, const C* g, int64_t count, int64_t d, double eps,
                            bool stream, int64_t ahead, double* rstd);
-  // LayerNorm forward of a batch of up to 16 rows of 16 <= d elements (kPipelinedBatchRows of 64 or
-  // 128: ln_batch_rows), row r at x + r * xs and y + r * ys, the same results as ln_forward row by
-  // row; `ahead` rows after the batch are prefetched. Null for f64.
+  // LayerNorm forward of a batch of up to 16 rows of 16 <= d elements, row r at x + r * xs and
+  // y + r * ys, the same results as ln_forward row by row; `ahead` rows after the batch are
+  // prefetched. Null for f64.
   void (*ln_forward_rows)(T* y, int64_t ys, const T* x, int64_t xs, const C* g, const C* b, int64_t count, int64_t d,
                           double eps, bool stream, int64_t ahead, RowMeanRstd* st) = nullptr;
   // ln_forward and ln_forward_rows with gamma and beta in their narrow form (narrow_affine_t; for
@@ -291,11 +291,6 @@ inline bool row_has_head(uintptr_t addr, int64_t n, int64_t elem_bytes, bool str
 // statistics and output passes.
 inline constexpr int64_t kBatchBytes = int64_t{32} << 10;
 
-// LayerNorm forward rows of 64 and 128 elements (attention heads' widths) go this many to a call of
-// ln_forward_rows, which runs them as batches of 16, each batch's statistics before the previous
-// batch's output pass (ln_forward_pipelined in row_kernels.inc).
-inline constexpr int64_t kPipelinedBatchRows = 64;
-
 // Streamed rows longer than this go one at a time: there the memory, not the statistics' latency,
 // is the limit, and the one-row kernel, which prefetches the next two rows during each output pass,
 // keeps it busier. Shorter streamed rows go in batches, which prefetch the next batch all at once.
@@ -313,13 +308,6 @@ inline int64_t norm_batch_rows(int64_t d, int64_t elem_bytes, bool stream) {
   if (stream && row_bytes > max_batched_stream_row_bytes(elem_bytes)) return 1;
   const int64_t n = kBatchBytes / (row_bytes > 0 ? row_bytes : 1);
   return n < 1 ? 1 : n > 16 ? 16 : n;
-}
-
-// The rows per LayerNorm forward batch (ln_forward_rows): norm_batch_rows, or kPipelinedBatchRows
-// for rows of 64 and 128 elements that go 16 at a time.
-inline int64_t ln_batch_rows(int64_t d, int64_t elem_bytes, bool stream) {
-  const int64_t n = norm_batch_rows(d, elem_bytes, stream);
-  return (d == 64 || d == 128) && n == 16 ? kPipelinedBatchRows : n;
 }
 
 // Outputs larger than this many bytes are written with streaming stores (they would not stay in
