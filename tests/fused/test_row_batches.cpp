@@ -96,9 +96,11 @@ void check_rows(int64_t count, int64_t d, bool with_gamma, bool with_partials, b
 }
 
 // count rows of d (row stride d + 5) through one ln_forward_rows call, against ln_forward row by
-// row: the same bits for y and the statistics. Rows 2, 5, 20 and 37 start far from their mean (k far
-// off: the row is done on its own), rows 9 and 33 hold an Inf and rows 13 and 47 a value whose
-// square overflows f32; the padding between rows stays untouched.
+// row: the same bits for y and the statistics. Rows 2, 5, 20 and 37 start far from the rest: with
+// d of 100 or more their shift (the mean of the first 16) is too far off and the row is done on its
+// own (with 64 or fewer elements it never is: those 16 alone give the row a variance of at least a
+// quarter of the shift's square). Rows 9 and 33 hold an Inf and rows 13 and 47 a value whose square
+// overflows f32 (done on their own too). The padding between rows stays untouched.
 template <class T>
 void check_forward_rows(int64_t count, int64_t d, bool with_gamma, bool with_beta) {
   using C = addnorm::compute_t<T>;
