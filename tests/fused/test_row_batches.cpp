@@ -134,7 +134,9 @@ void check_forward_rows(int64_t count, int64_t d, bool with_gamma, bool with_bet
     ASSERT_TRUE(same_bits(y1[k], y2[k])) << "y(" << i / stride << ", " << i % stride
                                          << "): " << static_cast<double>(y1[k]) << " in the batch, "
                                          << static_cast<double>(y2[k]) << " alone";
-    if (i % stride >= d) ASSERT_EQ(static_cast<double>(y1[k]), 0.0) << "wrote past row " << i / stride;
+    if (i % stride >= d) {
+      ASSERT_EQ(static_cast<double>(y1[k]), 0.0) << "wrote past row " << i / stride;
+    }
   }
   for (int64_t r = 0; r < count; ++r) {
     const auto k = static_cast<size_t>(r);
