@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -17,11 +16,7 @@
 namespace {
 
 using addnorm::bf16;
-
-template <class T>
-bool same_bits(const T& a, const T& b) {
-  return std::memcmp(&a, &b, sizeof(T)) == 0;
-}
+using addnorm::testing::same_bits;
 
 // count rows of d (row stride d + 3) through ln_backward_rows, against
 //   - each row alone (a batch of one) called in row order: the same bits for dx and for the
