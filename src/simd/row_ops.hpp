@@ -1,7 +1,8 @@
-// Runtime dispatch of the row kernels. row_kernels.inc is compiled once per SIMD target
-// (target_avx512bf16.cpp, target_avx512.cpp, target_avx2.cpp, target_generic.cpp, each with its own
-// -m flags and its own namespace, so no inline function crosses targets), and row_ops<T>() hands
-// out the table of the best target the CPU supports, or the one chosen with set_simd_target().
+// Runtime dispatch of the row kernels. The kernel files (the .inc files that target.inc includes)
+// are compiled once per SIMD target (target_avx512bf16.cpp, target_avx512.cpp, target_avx2.cpp,
+// target_generic.cpp, each with its own -m flags and its own namespace, so no inline function
+// crosses targets), and row_ops<T>() hands out the table of the best target the CPU supports, or
+// the one chosen with set_simd_target().
 #pragma once
 
 #include <bit>
@@ -30,7 +31,7 @@ inline constexpr int64_t kBackwardWalkCols = 4096;
 
 // f32 LayerNorm backward rows in pairs of this many elements or more, when nothing is prefetched
 // (in cache, or on one thread: layer_norm_backward), add their parameter gradients into the
-// partials during a joint dx pass of both rows (ln_dx_pass_pair in row_kernels.inc), not during
+// partials during a joint dx pass of both rows (ln_dx_pass_pair in norm_backward_rows.inc), not during
 // the sums pass. Wide rows spill the partials out of L1, and there the sums pass, which also reads
 // x, dy and gamma, ran at the speed of L2 while the memory idled; moved, the sums pass is light
 // and the joint pass overlaps the partials' L2 traffic with the memory's, the hardware prefetcher
@@ -45,7 +46,7 @@ inline constexpr int64_t kJointDxCols = 4096;
 // f32 fused add + LayerNorm forward rows (no dropout) of this many elements or more write no
 // scratch row: the residual row is built in one pass that streams s and sums its moments, and the
 // output pass builds it again from h and f, which are still in L2 (ln_output_sum in
-// row_kernels.inc). A 16 KiB t row written and read back, with gamma and beta, made the output pass
+// add_norm_kernels.inc). A 16 KiB t row written and read back, with gamma and beta, made the output pass
 // run at L2's speed with the memory idle; h and f from L2 instead cost one more read but no write
 // and no write-back, and no software prefetch is needed. Side by side (env switch, 3 alternated
 // runs), one thread / two: 4096 x 4096 28 -> 45 GB/s / 67 -> 95; 2048 x 8192 31 -> 45 / 70 -> 90;
@@ -65,7 +66,7 @@ struct NextRows {
   int64_t far[3] = {0, 0, 0};
   // Walk the current row's last pass from its end (map_prefetching_backward in vec.inc): set on
   // every other row of kBackwardWalkCols or more (next_rows in norm/row_blocks.hpp), and on every
-  // LayerNorm dx pass of such rows (after_sums in row_kernels.inc). The same results.
+  // LayerNorm dx pass of such rows (after_sums in norm_backward.inc). The same results.
   bool backward = false;
   template <class A, class B = char, class D = char>
   static NextRows of(const A* a, const B* b = nullptr, const D* c = nullptr) {

@@ -1,7 +1,7 @@
 // A row's last pass walked backward gives the same bits as walked forward. Rows of 4096 or more
 // elements that prefetch their next row walk it backward on every other row, and LayerNorm's dx
 // passes on every row (NextRows::backward, kBackwardWalkCols in src/simd/row_ops.hpp, after_sums
-// in src/simd/row_kernels.inc). On every SIMD target, every row kernel that takes
+// in src/simd/norm_backward.inc). On every SIMD target, every row kernel that takes
 // a NextRows is run with nothing to prefetch, with a next row walked forward and walked backward,
 // streamed and not, on rows on a cache line and 3 elements past one (a scalar head), of lengths
 // with and without a tail: every output, partial sum and statistic must be the same bits. This
