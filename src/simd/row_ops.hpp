@@ -64,7 +64,7 @@ struct NextRows {
   const char* p[3] = {nullptr, nullptr, nullptr};
   int64_t elem[3] = {0, 0, 0};
   int64_t far[3] = {0, 0, 0};
-  // Walk the current row's last pass from its end (map_prefetching_backward in vec.inc): set on
+  // Walk the current row's last pass from its end (map_prefetching_backward in vec_map.inc): set on
   // every other row of kBackwardWalkCols or more (next_rows in norm/row_blocks.hpp), and on every
   // LayerNorm dx pass of such rows (after_sums in norm_backward.inc). The same results.
   bool backward = false;
@@ -91,7 +91,7 @@ struct NextRows {
 
 // Gamma and beta of one element of bf16 data in 32 bits: gamma's bf16 bits in the high half, beta's
 // in the low, so that bits & 0xffff0000 is gamma as f32 and bits << 16 is beta (affine_parts in
-// vec.inc): the same values as the two f32 arrays the kernels otherwise read, in half the bytes.
+// vec_load.inc): the same values as the two f32 arrays the kernels otherwise read, in half the bytes.
 struct Bf16Affine {
   uint32_t bits;
   // The bits as a float: the kernels load every input with static_cast<float> (their scalar heads
@@ -269,11 +269,11 @@ ADDNORM_DECLARE_TARGET(generic)
 
 // Rows shorter than this are "short": the next rows are not prefetched (the hardware prefetcher
 // follows them as one stream, and per-row bookkeeping would cost more than it saves), and they are
-// streamed only when made of whole cache lines (see streams() in vec.inc).
+// streamed only when made of whole cache lines (see streams() in vec_map.inc).
 inline constexpr int64_t kShortRowBytes = 1024;
 
 // Whether a row of n elements of elem_bytes each, starting at addr, is written with a scalar head
-// up to its first cache line before the vector loop (row_map_next in vec.inc), so that the loop's
+// up to its first cache line before the vector loop (row_map_next in vec_map.inc), so that the loop's
 // stores, and the loads of inputs at the same offset in their lines, fall on whole lines: rows of
 // 1 KiB or more that start off a line, when streamed (the streaming stores need it), and when not
 // streamed for elements of 4 bytes or more. placed_for (norm/workspace.hpp) places gamma and beta
