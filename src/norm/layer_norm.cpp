@@ -133,7 +133,8 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   // the joint dx pass (kJointDxCols in simd/row_ops.hpp).
   const bool joint = std::is_same_v<T, float> && nt == 1 && d >= detail::kJointDxCols;
   detail::for_chunk_row_pairs(
-      chunks, nt, stream, detail::prefetch_rows(stream, row_bytes) && !joint, x, dy,
+      chunks, nt, stream, detail::prefetch_rows(stream, row_bytes) && !joint,
+      !detail::backward_prefetch_in_dx(d, sizeof(T)), x, dy,
       [&](int64_t k, int64_t r, const detail::NextRows* next0, const detail::NextRows* next1) {
         ops.ln_backward_pair(dx.row(r), dx.row(r + 1), partials.dgamma(k), partials.dbeta(k), dy.row(r), dy.row(r + 1),
                              x.row(r), x.row(r + 1), mean[r], mean[r + 1], rstd[r], rstd[r + 1], gm, d, stream, next0,

@@ -107,7 +107,7 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   // (4096 x 4096 25 -> 40).
   if constexpr (sizeof(T) < 4) {
     detail::for_chunk_row_pairs(
-        chunks, nt, stream, detail::prefetch_rows(stream, row_bytes), x, dy,
+        chunks, nt, stream, detail::prefetch_rows(stream, row_bytes), true, x, dy,
         [&](int64_t k, int64_t r, const detail::NextRows* next0, const detail::NextRows* next1) {
           ops.rms_backward_pair(dx.row(r), dx.row(r + 1), partials.dgamma(k), dy.row(r), dy.row(r + 1), x.row(r),
                                 x.row(r + 1), rstd[r], rstd[r + 1], gm, d, stream, next0, next1);

@@ -78,13 +78,16 @@ void for_chunk_rows(const Chunks& chunks, int threads, bool large, int64_t row_b
 // The rows of each chunk k (RowChunks) in pairs, then an odd last row on its own, the pairing
 // depending on the chunk only, not on the threads: pair(k, r, next0, next1) for rows r and r + 1,
 // one(k, r, next) for the odd row. When `prefetch`, next0 / next1 are rows r + 2 / r + 3 of the
-// views x and dy (next_rows: prefetched during the pair's sums pass / its first dx pass) and next
-// row r + 1; else null. One fence per chunk when `large`.
+// views x and dy (next_rows; the kernels say in which passes they fetch them) and next row r + 1,
+// each with the row after it as its far row unless `far` is false; else null. One fence per chunk
+// when `large`.
 template <class Chunks, class X, class DY, class Pair, class One>
-void for_chunk_row_pairs(const Chunks& chunks, int threads, bool large, bool prefetch, const X& x, const DY& dy,
-                         Pair&& pair, One&& one) {
+void for_chunk_row_pairs(const Chunks& chunks, int threads, bool large, bool prefetch, bool far, const X& x,
+                         const DY& dy, Pair&& pair, One&& one) {
   const auto next_of = [&](int64_t r, NextRows& next) {
-    return next_rows(next, prefetch && r + 1 < chunks.rows, r, x, dy);
+    const NextRows* n = next_rows(next, prefetch && r + 1 < chunks.rows, r, x, dy);
+    if (n != nullptr && !far) next.far[0] = next.far[1] = next.far[2] = 0;  // (0: the same line again, harmless)
+    return n;
   };
   parallel_for(chunks.count, threads, [&](int64_t k) {
     NextRows n0, n1;

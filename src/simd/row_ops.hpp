@@ -43,6 +43,19 @@ inline constexpr int64_t kBackwardWalkCols = 4096;
 // bf16 at every width (4096 x 4096 30 -> 24).
 inline constexpr int64_t kJointDxCols = 4096;
 
+// f32 LayerNorm backward rows in pairs of 8 KiB up to kBackwardWalkCols elements (2048-4095 f32),
+// when they prefetch, fetch the next pair's rows during the two dx passes, one row each, nothing
+// during the sums pass (which already reads both rows' x and dy, gamma and the partials), and no
+// rows further on into L3 (NextRows::far). Measured on 2 threads, side by side: in the slow memory
+// state (env switch, 10-12 alternated rounds) 8192 x 2048 53 -> 57 GB/s and 4096 x 3072 46-51 ->
+// 54-58, each round won; in a faster state (two builds, 24 alternated rounds, both orders)
+// 4096 x 3072 58 -> 60 and 8192 x 2048 level (60.5 -> 60.2). One thread: 4096 x 3072 27 -> 30,
+// 8192 x 2048 level. Not for other widths: 4096 x 4096 went from +6% (slow state) to -7% (faster),
+// 16384 x 1024 and 8192 x 1536 lost 0-3%, and bf16 rows of 8 KiB (4096) measured level.
+inline bool backward_prefetch_in_dx(int64_t d, int64_t elem_bytes) {
+  return elem_bytes == 4 && d * elem_bytes >= 8192 && d < kBackwardWalkCols;
+}
+
 // f32 fused add + LayerNorm forward rows (no dropout) of this many elements or more write no
 // scratch row: the residual row is built in one pass that streams s and sums its moments, and the
 // output pass builds it again from h and f, which are still in L2 (ln_output_sum in
