@@ -48,7 +48,7 @@ inline constexpr int64_t kJointDxCols = 4096;
 // during the sums pass (which already reads both rows' x and dy, gamma and the partials), and no
 // rows further on into L3 (NextRows::far). Measured on 2 threads, side by side: in the slow memory
 // state (env switch, 10-12 alternated rounds) 8192 x 2048 53 -> 57 GB/s and 4096 x 3072 46-51 ->
-// 54-58, each round won; in a faster state (two builds, 24 alternated rounds, both orders)
+// 54-58 (20 and 21 of 22 rounds won); in a faster state (two builds, 24 alternated rounds, both orders)
 // 4096 x 3072 58 -> 60 and 8192 x 2048 level (60.5 -> 60.2). One thread: 4096 x 3072 27 -> 30,
 // 8192 x 2048 level. Not for other widths: 4096 x 4096 went from +6% (slow state) to -7% (faster),
 // 16384 x 1024 and 8192 x 1536 lost 0-3%, and bf16 rows of 8 KiB (4096) measured level.
