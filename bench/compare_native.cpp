@@ -21,7 +21,6 @@
 //
 // Threads: for a case with t threads, addnorm::set_num_threads(t) and omp_set_num_threads(t) are
 // called before oneDNN's primitive is created (oneDNN here runs on the same OpenMP runtime).
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -49,6 +48,7 @@
 #include "addnorm/norm/reference.hpp"
 #include "addnorm/norm/rms_norm.hpp"
 #include "bench_common.hpp"
+#include "measure.hpp"
 
 namespace addnorm::bench {
 namespace {
@@ -147,40 +147,6 @@ bool has(const std::vector<std::string>& v, const std::string& s) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Timing
-
-struct Timing {
-  double best = 0, median = 0;  // seconds per call
-  int64_t calls = 0;            // calls per batch
-  int batches = 0;
-};
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_of(const std::function<void()>& fn, int64_t k) {
-  const auto t0 = Clock::now();
-  for (int64_t i = 0; i < k; ++i) fn();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-Timing measure(const std::function<void()>& fn, double min_time, int reps) {
-  fn();  // warm: caches, thread pool, lazily initialized state
-  int64_t k = 1;
-  for (;;) {  // calibrate the batch size
-    const double t = seconds_of(fn, k);
-    if (t >= min_time / 4 || k >= (int64_t{1} << 30)) {
-      k = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(static_cast<double>(k) * min_time / std::max(t, 1e-9))));
-      break;
-    }
-    k *= t > 0 ? std::clamp<int64_t>(static_cast<int64_t>(min_time / 4 / t) + 1, 2, 1000) : 1000;
-  }
-  std::vector<double> per_call;
-  for (int r = 0; r < reps; ++r) per_call.push_back(seconds_of(fn, k) / static_cast<double>(k));
-  std::sort(per_call.begin(), per_call.end());
-  return {per_call.front(), per_call[per_call.size() / 2], k, reps};
-}
-
-// ---------------------------------------------------------------------------------------------
 // Output: one JSON object per line
 
 std::string json_str(const std::string& s) {
@@ -237,38 +203,6 @@ void emit_skip(const Case& c, const std::string& impl, const std::string& reason
 
 // ---------------------------------------------------------------------------------------------
 // STREAM triad
-
-// a[i] = b[i] + s * c[i] over [0, n), n a multiple of 8, a 64-byte aligned: with streaming
-// (non-temporal) stores where the compiler targets SSE2/AVX/AVX-512, which skip the read-for-
-// ownership of a's cache lines. Returns false when no streaming store is available.
-bool triad_streaming(double* a, const double* b, const double* c, double s, int64_t n, int t) {
-#if defined(__AVX512F__)
-  constexpr int64_t w = 8;
-#elif defined(__AVX__)
-  constexpr int64_t w = 4;
-#elif defined(__SSE2__)
-  constexpr int64_t w = 2;
-#else
-  (void)a, (void)b, (void)c, (void)s, (void)n, (void)t;
-  return false;
-#endif
-#if defined(__SSE2__)
-#pragma omp parallel for schedule(static) num_threads(t)
-  for (int64_t i = 0; i < n; i += w) {
-#if defined(__AVX512F__)
-    _mm512_stream_pd(a + i,
-                     _mm512_add_pd(_mm512_load_pd(b + i), _mm512_mul_pd(_mm512_set1_pd(s), _mm512_load_pd(c + i))));
-#elif defined(__AVX__)
-    _mm256_stream_pd(a + i,
-                     _mm256_add_pd(_mm256_load_pd(b + i), _mm256_mul_pd(_mm256_set1_pd(s), _mm256_load_pd(c + i))));
-#else
-    _mm_stream_pd(a + i, _mm_add_pd(_mm_load_pd(b + i), _mm_mul_pd(_mm_set1_pd(s), _mm_load_pd(c + i))));
-#endif
-  }
-  _mm_sfence();
-  return true;
-#endif
-}
 
 // The triad twice: with ordinary stores (STREAM's C code as compiled here) and with streaming
 // stores; bench/compare takes the faster as the machine's bandwidth.
