@@ -227,8 +227,16 @@ struct Step {
   const char* what;
   std::function<void()> fn;
   double bytes;
-  std::vector<double> gbps, pct;
 };
+
+template <int kStage>
+std::function<void()> forward_step(const Problem& p, int threads) {
+  return [&p, threads] { forward<kStage>(p, threads); };
+}
+template <int kStage>
+std::function<void()> backward_step(const Problem& p, int threads) {
+  return [&p, threads] { backward<kStage>(p, threads); };
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -289,33 +297,22 @@ int run(int64_t rows, int64_t d, int threads, int rounds, double min_time, int r
     return 1;
   }
 
-  const double fwd_bytes = 2.0 * static_cast<double>(n) * sizeof(float);
-  const double bwd_bytes = 3.0 * static_cast<double>(n) * sizeof(float);
-  const auto fwd = [&](auto stage) { return [&p, threads, stage] { forward<decltype(stage)::value>(p, threads); }; };
-  const auto bwd = [&](auto stage) { return [&p, threads, stage] { backward<decltype(stage)::value>(p, threads); }; };
-  std::vector<Step> steps = {
-      {"forward", "one pass: y = x * k + c", fwd(std::integral_constant<int, 0>{}), fwd_bytes, {}, {}},
-      {"forward", "two passes: a row sum, then y from cache", fwd(std::integral_constant<int, 1>{}), fwd_bytes, {}, {}},
-      {"forward",
-       "+ mean and variance, y = (x - mean) * rstd",
-       fwd(std::integral_constant<int, 2>{}),
-       fwd_bytes,
-       {},
-       {}},
-      {"forward", "+ gamma and beta: LayerNorm forward", fwd(std::integral_constant<int, 3>{}), fwd_bytes, {}, {}},
-      {"forward", "addnorm::layer_norm_forward", lib_forward, fwd_bytes, {}, {}},
-      {"backward", "one pass: dx = x * dy", bwd(std::integral_constant<int, 0>{}), bwd_bytes, {}, {}},
-      {"backward",
-       "two passes: a row sum, then dx from cache",
-       bwd(std::integral_constant<int, 1>{}),
-       bwd_bytes,
-       {},
-       {}},
-      {"backward", "+ LayerNorm's dx without gamma", bwd(std::integral_constant<int, 2>{}), bwd_bytes, {}, {}},
-      {"backward", "+ gamma", bwd(std::integral_constant<int, 3>{}), bwd_bytes, {}, {}},
-      {"backward", "+ dgamma, dbeta: LayerNorm backward", bwd(std::integral_constant<int, 4>{}), bwd_bytes, {}, {}},
-      {"backward", "addnorm::layer_norm_backward", lib_backward, bwd_bytes, {}, {}},
+  const double fb = 2.0 * static_cast<double>(n) * sizeof(float);  // forward: x read, y written
+  const double bb = 3.0 * static_cast<double>(n) * sizeof(float);  // backward: x, dy read, dx written
+  const std::vector<Step> steps = {
+      {"forward", "one pass: y = x * k + c", forward_step<0>(p, threads), fb},
+      {"forward", "two passes: a row sum, then y from cache", forward_step<1>(p, threads), fb},
+      {"forward", "+ mean and variance, y = (x - mean) * rstd", forward_step<2>(p, threads), fb},
+      {"forward", "+ gamma and beta: LayerNorm forward", forward_step<3>(p, threads), fb},
+      {"forward", "addnorm::layer_norm_forward", lib_forward, fb},
+      {"backward", "one pass: dx = x * dy", backward_step<0>(p, threads), bb},
+      {"backward", "two passes: a row sum, then dx from cache", backward_step<1>(p, threads), bb},
+      {"backward", "+ LayerNorm's dx without gamma", backward_step<2>(p, threads), bb},
+      {"backward", "+ gamma", backward_step<3>(p, threads), bb},
+      {"backward", "+ dgamma, dbeta: LayerNorm backward", backward_step<4>(p, threads), bb},
+      {"backward", "addnorm::layer_norm_backward", lib_backward, bb},
   };
+  std::vector<std::vector<double>> gbps(steps.size()), pct(steps.size());  // per step, per round
 
   // The triad: three arrays of 64 MiB (well past the L3), best of `reps` passes.
   const size_t tn = size_t{8} << 20;
@@ -333,11 +330,11 @@ int run(int64_t rows, int64_t d, int threads, int rounds, double min_time, int r
     const double triad = triad_bytes / tt.best / 1e9;
     triads.push_back(triad);
     std::printf("round %d: triad %.1f GB/s |", round + 1, triad);
-    for (Step& s : steps) {
-      const double gbps = s.bytes / measure(s.fn, min_time, reps).best / 1e9;
-      s.gbps.push_back(gbps);
-      s.pct.push_back(100.0 * gbps / triad);
-      std::printf(" %.0f", gbps);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const double g = steps[i].bytes / measure(steps[i].fn, min_time, reps).best / 1e9;
+      gbps[i].push_back(g);
+      pct[i].push_back(100.0 * g / triad);
+      std::printf(" %.0f", g);
     }
     std::printf("\n");
     std::fflush(stdout);
@@ -347,13 +344,14 @@ int run(int64_t rows, int64_t d, int threads, int rounds, double min_time, int r
       "triad, median %.1f GB/s)\n",
       static_cast<long long>(rows), static_cast<long long>(d), threads, rounds, median(triads));
   const char* group = "";
-  for (const Step& s : steps) {
-    if (std::strcmp(group, s.group) != 0) {
-      group = s.group;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (std::strcmp(group, steps[i].group) != 0) {
+      group = steps[i].group;
       std::printf("%-9s %-46s %7s %8s %15s\n", group, "", "GB/s", "% triad", "(range of %)");
     }
-    const auto [lo, hi] = std::minmax_element(s.pct.begin(), s.pct.end());
-    std::printf("          %-46s %7.1f %7.1f%% %7.1f-%.1f%%\n", s.what, median(s.gbps), median(s.pct), *lo, *hi);
+    const auto [lo, hi] = std::minmax_element(pct[i].begin(), pct[i].end());
+    std::printf("          %-46s %7.1f %7.1f%% %7.1f-%.1f%%\n", steps[i].what, median(gbps[i]), median(pct[i]), *lo,
+                *hi);
   }
   return 0;
 }
