@@ -131,11 +131,15 @@ void forward_row(const Problem& p, int64_t r) {
   }
 }
 
+// Each thread fences its streaming stores at the end of its rows, as the library does.
 template <int kStage>
 void forward(const Problem& p, int threads) {
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int64_t r = 0; r < p.rows; ++r) forward_row<kStage>(p, r);
-  _mm_sfence();
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < p.rows; ++r) forward_row<kStage>(p, r);
+    _mm_sfence();
+  }
 }
 
 // ---- backward: stage 0 one pass; 1 two passes; 2 + LayerNorm's dx (no gamma); 3 + gamma;
@@ -192,12 +196,15 @@ template <int kStage>
 void backward(const Problem& p, int threads) {
   const int64_t d = p.d;
   if constexpr (kStage == 4) std::fill(p.partials, p.partials + p.chunks * 2 * d, 0.0f);
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int64_t k = 0; k < p.chunks; ++k) {
-    float* pdg = p.partials + k * 2 * d;
-    for (int64_t r = p.chunk_begin(k); r < p.chunk_begin(k + 1); ++r) backward_row<kStage>(p, r, pdg, pdg + d);
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < p.chunks; ++k) {
+      float* pdg = p.partials + k * 2 * d;
+      for (int64_t r = p.chunk_begin(k); r < p.chunk_begin(k + 1); ++r) backward_row<kStage>(p, r, pdg, pdg + d);
+    }
+    _mm_sfence();
   }
-  _mm_sfence();
   if constexpr (kStage == 4) {  // the chunks' partials in chunk order, columns split among the threads
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t c = 0; c < d; c += kW) {
