@@ -55,13 +55,20 @@ void for_row_batches(int64_t rows, int threads, bool large, int64_t batch, F&& f
 }
 
 // The next rows to prefetch during row r's last pass: row r + 1 of each view (and row r + 2 as the
-// far row, when there is one), filled into `buf`; null when !has_next. All views have the same rows.
+// far row, when there is one and `far`), filled into `buf`; null when !has_next. All views have the
+// same rows.
 template <class V0, class... V>
-const NextRows* next_rows(NextRows& buf, bool has_next, int64_t r, const V0& v0, const V&... views) {
+const NextRows* next_rows_far(NextRows& buf, bool has_next, bool far, int64_t r, const V0& v0, const V&... views) {
   if (!has_next) return nullptr;
-  buf = NextRows::of(v0.row(r + 1), views.row(r + 1)...).then(r + 2 < v0.rows(), v0.stride(), views.stride()...);
+  buf = NextRows::of(v0.row(r + 1), views.row(r + 1)...).then(far && r + 2 < v0.rows(), v0.stride(), views.stride()...);
   buf.backward = (r & 1) != 0 && v0.cols() >= kBackwardWalkCols;
   return &buf;
+}
+
+// next_rows_far with the far row whenever there is one.
+template <class V0, class... V>
+const NextRows* next_rows(NextRows& buf, bool has_next, int64_t r, const V0& v0, const V&... views) {
+  return next_rows_far(buf, has_next, true, r, v0, views...);
 }
 
 // The same over fixed chunks of rows (RowChunks, for deterministic parameter gradients):
@@ -85,9 +92,7 @@ template <class Chunks, class X, class DY, class Pair, class One>
 void for_chunk_row_pairs(const Chunks& chunks, int threads, bool large, bool prefetch, bool far, const X& x,
                          const DY& dy, Pair&& pair, One&& one) {
   const auto next_of = [&](int64_t r, NextRows& next) {
-    const NextRows* n = next_rows(next, prefetch && r + 1 < chunks.rows, r, x, dy);
-    if (n != nullptr && !far) next.far[0] = next.far[1] = next.far[2] = 0;  // (0: the same line again, harmless)
-    return n;
+    return next_rows_far(next, prefetch && r + 1 < chunks.rows, far, r, x, dy);
   };
   parallel_for(chunks.count, threads, [&](int64_t k) {
     NextRows n0, n1;
