@@ -219,14 +219,10 @@ void backward(const Problem& p, int threads) {
   }
 }
 
-// The largest |a - b| / max(1, |b|) over n elements.
+// max_rel_err (bench_common.hpp) over n elements at a against b.
 double max_rel_diff(const float* a, const float* b, int64_t n) {
-  double e = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double ref = b[i];
-    e = std::max(e, std::abs(static_cast<double>(a[i]) - ref) / std::max(1.0, std::abs(ref)));
-  }
-  return e;
+  const auto count = static_cast<size_t>(n);
+  return max_rel_err(std::span<const float>(a, count), std::span<const float>(b, count));
 }
 
 struct Step {

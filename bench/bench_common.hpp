@@ -4,6 +4,8 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -112,6 +114,19 @@ class Buffer {
   T* data_ = nullptr;
 };
 
+// The largest |got[i] - ref[i]| / max(1, |ref[i]|) over the elements (got and ref: vectors or spans
+// of one size), infinite when any is NaN: bench/compare's max_err, and addnorm_anatomy's check.
+template <class G, class R>
+double max_rel_err(const G& got, const R& ref) {
+  double e = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double r = static_cast<double>(ref[i]);
+    const double err = std::abs(static_cast<double>(got[i]) - r) / std::max(1.0, std::abs(r));
+    if (!(err <= e)) e = std::isnan(err) ? INFINITY : err;
+  }
+  return e;
+}
+
 // Deterministic pseudo-random values in [lo, hi) (xorshift64*; fast enough for 16M elements).
 template <class T>
 void fill_uniform(std::span<T> out, uint64_t seed, float lo, float hi) {
@@ -136,12 +151,18 @@ inline constexpr Op kAllOps[] = {Op::layer_norm_fwd, Op::layer_norm_bwd,     Op:
 
 constexpr std::string_view op_name(Op op) {
   switch (op) {
-    case Op::layer_norm_fwd: return "layer_norm_fwd";
-    case Op::layer_norm_bwd: return "layer_norm_bwd";
-    case Op::rms_norm_fwd: return "rms_norm_fwd";
-    case Op::rms_norm_bwd: return "rms_norm_bwd";
-    case Op::add_layer_norm_fwd: return "add_layer_norm_fwd";
-    case Op::batch_norm_fwd: return "batch_norm_fwd";
+    case Op::layer_norm_fwd:
+      return "layer_norm_fwd";
+    case Op::layer_norm_bwd:
+      return "layer_norm_bwd";
+    case Op::rms_norm_fwd:
+      return "rms_norm_fwd";
+    case Op::rms_norm_bwd:
+      return "rms_norm_bwd";
+    case Op::add_layer_norm_fwd:
+      return "add_layer_norm_fwd";
+    case Op::batch_norm_fwd:
+      return "batch_norm_fwd";
   }
   return "?";
 }
@@ -151,10 +172,13 @@ constexpr int arrays_moved(Op op) {
   switch (op) {
     case Op::layer_norm_fwd:
     case Op::rms_norm_fwd:
-    case Op::batch_norm_fwd: return 2;
+    case Op::batch_norm_fwd:
+      return 2;
     case Op::layer_norm_bwd:
-    case Op::rms_norm_bwd: return 3;
-    case Op::add_layer_norm_fwd: return 4;
+    case Op::rms_norm_bwd:
+      return 3;
+    case Op::add_layer_norm_fwd:
+      return 4;
   }
   return 0;
 }

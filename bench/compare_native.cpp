@@ -391,15 +391,6 @@ std::vector<int64_t> check_rows(const Bufs<T>& b) {
   return rows;
 }
 
-double max_rel_err(const std::vector<double>& got, const std::vector<double>& ref) {
-  double e = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(got[i] - ref[i]) / std::max(1.0, std::abs(ref[i]));
-    if (!(err <= e)) e = std::isnan(err) ? INFINITY : err;
-  }
-  return e;
-}
-
 // The reference output of `op` for the check rows; `out` is the array to compare against it
 // (y for forwards, dx for backwards), `out2` the second one (s for the fused forward).
 template <class T>
