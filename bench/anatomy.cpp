@@ -3,9 +3,10 @@
 // bytes in the same order (rows split among the threads as the library splits them, two passes over
 // each row, the second from cache, streaming stores) and do a growing share of the same work, so
 // that each step's cost reads as the drop from the line above it. Each round first measures the
-// STREAM triad (streaming stores), then every loop once; the summary gives medians over the rounds
-// of GB/s and of the percentage of the round's triad. The bytes counted are bench/compare's: the
-// forward reads x and writes y, the backward reads x and dy and writes dx.
+// STREAM triad (streaming stores), then every loop once (every other round in reverse order). The
+// summary gives medians over the rounds of GB/s and of the percentage of the round's triad, and the
+// median of the library's GB/s over its plain LayerNorm loop's, round by round. The bytes counted
+// are bench/compare's: the forward reads x and writes y, the backward reads x and dy and writes dx.
 //
 //   addnorm_anatomy [--rows 4096] [--d 4096] [--threads 2] [--rounds 5] [--min-time 0.1] [--reps 5]
 //
@@ -325,7 +326,9 @@ int run(int64_t rows, int64_t d, int threads, int rounds, double min_time, int r
   const double triad_bytes = 3.0 * static_cast<double>(tn) * sizeof(double);
   std::vector<double> triads;
   std::printf("build: %s; loops in vectors of %s\n", ADDNORM_BENCH_BUILD_INFO, kIsa);
-  std::printf("each round: the triad, then the GB/s of every step in the order of the summary below\n");
+  std::printf(
+      "each round: the triad, then the GB/s of every step in the order of the summary below (measured in\n"
+      "that order in odd rounds, in reverse in even ones)\n");
   for (int round = 0; round < rounds; ++round) {
     const Timing tt =
         measure([&] { triad_streaming(ta.data(), tb.data(), tc.data(), 3.0, static_cast<int64_t>(tn), threads); },
@@ -333,11 +336,15 @@ int run(int64_t rows, int64_t d, int threads, int rounds, double min_time, int r
     const double triad = triad_bytes / tt.best / 1e9;
     triads.push_back(triad);
     std::printf("round %d: triad %.1f GB/s |", round + 1, triad);
+    std::vector<double> g(steps.size());
+    for (size_t j = 0; j < steps.size(); ++j) {  // rounds 2, 4, ... in reverse: no step always follows one other
+      const size_t i = round % 2 == 1 ? steps.size() - 1 - j : j;
+      g[i] = steps[i].bytes / measure(steps[i].fn, min_time, reps).best / 1e9;
+    }
     for (size_t i = 0; i < steps.size(); ++i) {
-      const double g = steps[i].bytes / measure(steps[i].fn, min_time, reps).best / 1e9;
-      gbps[i].push_back(g);
-      pct[i].push_back(100.0 * g / triad);
-      std::printf(" %.0f", g);
+      gbps[i].push_back(g[i]);
+      pct[i].push_back(100.0 * g[i] / triad);
+      std::printf(" %.0f", g[i]);
     }
     std::printf("\n");
     std::fflush(stdout);
@@ -355,6 +362,19 @@ int run(int64_t rows, int64_t d, int threads, int rounds, double min_time, int r
     const auto [lo, hi] = std::minmax_element(pct[i].begin(), pct[i].end());
     std::printf("          %-46s %7.1f %7.1f%% %7.1f-%.1f%%\n", steps[i].what, median(gbps[i]), median(pct[i]), *lo,
                 *hi);
+  }
+  // The library against the plain loop that does its work (the step listed just before it), round
+  // by round: both measured minutes apart at most, so the ratio does not move with the machine's
+  // state as the percentages of the triad do.
+  std::printf("\nthe library's GB/s over its plain LayerNorm loop's, per round:\n");
+  for (size_t i = 1; i < steps.size(); ++i) {
+    if (std::strncmp(steps[i].what, "addnorm::", 9) != 0) continue;
+    std::vector<double> ratio(gbps[i].size());
+    for (size_t r = 0; r < ratio.size(); ++r) ratio[r] = gbps[i][r] / gbps[i - 1][r];
+    const auto [lo, hi] = std::minmax_element(ratio.begin(), ratio.end());
+    const auto ahead = std::count_if(ratio.begin(), ratio.end(), [](double q) { return q >= 1.0; });
+    std::printf("          %-46s median %.2f (%.2f-%.2f), the library ahead in %lld of %zu rounds\n", steps[i].group,
+                median(ratio), *lo, *hi, static_cast<long long>(ahead), ratio.size());
   }
   return 0;
 }
