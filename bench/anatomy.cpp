@@ -364,8 +364,8 @@ int run(int64_t rows, int64_t d, int threads, int rounds, double min_time, int r
                 *hi);
   }
   // The library against the plain loop that does its work (the step listed just before it), round
-  // by round: both measured minutes apart at most, so the ratio does not move with the machine's
-  // state as the percentages of the triad do.
+  // by round: the two are timed one right after the other, seconds apart, so the ratio does not
+  // move with the machine's state as the percentages of the triad do.
   std::printf("\nthe library's GB/s over its plain LayerNorm loop's, per round:\n");
   for (size_t i = 1; i < steps.size(); ++i) {
     if (std::strncmp(steps[i].what, "addnorm::", 9) != 0) continue;
