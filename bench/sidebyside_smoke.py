@@ -1,0 +1,67 @@
+#!/usr/bin/python3
+"""A functional check of bench/sidebyside (no speed is asserted): two variants of one tiny case for
+two rounds, the JSON it writes, and its errors. Usage: sidebyside_smoke.py ADDNORM_COMPARE_BINARY.
+Exits non-zero on failure."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOL = os.path.join(HERE, "sidebyside")
+CASE = ["--", "--ops", "layer_norm_fwd", "--dtypes", "f32", "--shapes", "64x256", "--threads", "1", "--min-time",
+        "0.001", "--reps", "1"]
+
+
+def run(args):
+    return subprocess.run(["/usr/bin/python3", TOOL] + args, capture_output=True, text=True, check=False)
+
+
+def main():
+    native = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        out_json = os.path.join(tmp, "sbs.json")
+        # The library's own switch: the portable target beside the one dispatch picks.
+        r = run(["--native", native, "--rounds", "2", "--json", out_json, "-", "ADDNORM_SIMD=generic"] + CASE)
+        if r.returncode != 0:
+            sys.exit(f"bench/sidebyside failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        doc = json.load(open(out_json, encoding="utf-8"))
+        if os.listdir(tmp) != ["sbs.json"]:
+            sys.exit(f"temporary files left beside the JSON: {os.listdir(tmp)}")
+    if doc["variants"] != ["-", "ADDNORM_SIMD=generic"] or len(doc["rounds"]) != 2:
+        sys.exit(f"variants or rounds wrong: {doc['variants']}, {len(doc['rounds'])} rounds")
+    if [rd["order"] for rd in doc["rounds"]] != [["-", "ADDNORM_SIMD=generic"], ["ADDNORM_SIMD=generic", "-"]]:
+        sys.exit(f"the second round did not run in reverse order: {[rd['order'] for rd in doc['rounds']]}")
+    case = "layer_norm_fwd f32 64x256 t1"
+    row = doc["summary"].get(case)
+    if row is None:
+        sys.exit(f"no summary for {case}: {list(doc['summary'])}")
+    if row["-"]["median_ratio"] != 1.0 or row["-"]["rounds_won"] != 0:
+        sys.exit(f"the first variant is not its own reference: {row['-']}")
+    other = row["ADDNORM_SIMD=generic"]
+    if not (other["median_gbps"] > 0 and other["median_ratio"] > 0 and 0 <= other["rounds_won"] <= 2):
+        sys.exit(f"implausible summary: {other}")
+    if not all(rd["triad_gbps"] > 0 for rd in doc["rounds"]):
+        sys.exit("a round without its triad")
+    for line in ("round 1: triad", "round 2: triad", "ratio: GB/s over '-'", case):
+        if line not in r.stdout:
+            sys.exit(f"'{line}' missing from the output:\n{r.stdout}")
+
+    # Usage errors: exit 2, naming the problem.
+    for args, words in ((["-"] + CASE, "at least two variants"),
+                        (["-", "/no/such/binary"] + CASE, "not an executable file"),
+                        (["--rounds", "0", "-", "X_A=1"] + CASE, "--rounds must be >= 1"),
+                        (["-", "X_A=1", "--", "--impls", "triad"], "measures addnorm only")):
+        e = run(["--native", native] + args)
+        if e.returncode != 2 or words not in e.stderr:
+            sys.exit(f"{args}: expected exit 2 naming '{words}', got {e.returncode}:\n{e.stderr}")
+    # A run that fails: exit 1 with the binary's own message.
+    e = run(["--native", native, "--rounds", "1", "-", "X_A=1", "--", "--shapes", "nonsense"])
+    if e.returncode != 1 or "exited with" not in e.stderr:
+        sys.exit(f"a failing addnorm_compare: expected exit 1, got {e.returncode}:\n{e.stderr}")
+    print("bench/sidebyside: two rounds in both orders, the summary and the JSON, and its errors")
+
+
+if __name__ == "__main__":
+    main()
