@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <random>
 #include <string>
@@ -333,6 +334,62 @@ void check_bf16_denormal_outputs(int64_t d) {
 TEST(DispatchBf16, DenormalAndNanOutputsAreTheSameOnEveryTarget) {
   check_bf16_denormal_outputs(100);
   check_bf16_denormal_outputs(116);
+}
+
+// A NaN must be stored to bf16 as a NaN on every target, whatever its payload. Without AVX512-BF16
+// the store rounds with integer operations, which carry a NaN with the low mantissa bits set into
+// the sign and beyond (0x7fffffff would round to -0, 0xffffffff to +0); a vector holding a NaN takes
+// the form that quiets it instead. bf16 data cannot carry such payloads (their low 16 bits are zero),
+// f32 data can: the fused Add & Norm with an f32 residual stream takes f32 NaNs to bf16 y, and its
+// backward f32 ds to bf16 df. d = 100: pairs of vectors (store_vec2) and a tail; d = 116: pairs,
+// one vector (store_vec) and a tail.
+void check_bf16_nan_payloads(int64_t d, addnorm::NormKind kind) {
+  SCOPED_TRACE("d " + std::to_string(d) + (kind == addnorm::NormKind::layer ? " layer" : " rms"));
+  const int64_t rows = 3;
+  const auto nan_bits = [](uint32_t u) { return std::bit_cast<float>(u); };
+  Mat<float> h(rows, d, d, 0, 31, 0.0, 1.0), ds(rows, d, d, 0, 32, 0.0, 1.0);
+  h.buf[static_cast<size_t>(d + 7)] = nan_bits(0x7fffffffu);
+  h.buf[static_cast<size_t>(2 * d + 3)] = nan_bits(0xffffffffu);
+  for (int64_t c = 0; c < d; c += 5) ds.buf[static_cast<size_t>(c)] = nan_bits(c % 2 ? 0x7fffffffu : 0xffffffffu);
+  const Mat<bf16> f(rows, d, d, 0, 33, 0.0, 1.0), dy(rows, d, d, 0, 34, 0.0, 1.0);
+  const std::vector<bf16> gamma(static_cast<size_t>(d), bf16(1.5)), beta(static_cast<size_t>(d), bf16(0.25));
+  addnorm::AddNormOptions opt;
+  opt.kind = kind;
+  const bool layer = kind == addnorm::NormKind::layer;
+  addnorm::testing::for_each_simd_target([&] {
+    Mat<float> s(rows, d, d, 0, 35, 0, 1), dh(rows, d, d, 0, 36, 0, 1);
+    Mat<bf16> y(rows, d, d, 0, 37, 0, 1), df(rows, d, d, 0, 38, 0, 1);
+    std::vector<float> mean(layer ? rows : 0), rstd(rows);
+    addnorm::add_norm_forward<bf16, float>(s.view(), y.view(), mean, rstd, h.cview(), f.cview(), gamma,
+                                           layer ? std::span<const bf16>(beta) : std::span<const bf16>{}, opt);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < d; ++c) {
+        // Row 0 is finite; in rows 1 and 2 every output is a NaN (the row's statistics are).
+        const double v = y.at(r, c);
+        if (r == 0)
+          ASSERT_TRUE(std::isfinite(v)) << "y(0, " << c << ") = " << v;
+        else
+          ASSERT_TRUE(std::isnan(v)) << "y(" << r << ", " << c << ") = " << v;
+      }
+    std::vector<bf16> dgamma(static_cast<size_t>(d), bf16(0)), dbeta(static_cast<size_t>(d), bf16(0));
+    // Row 0 only: its statistics are finite, so df(0, c) is a NaN exactly where ds(0, c) is.
+    const auto row0 = [d](auto& m) { return decltype(m.view())(m.buf.data(), 1, d, d); };
+    const auto crow0 = [d](const auto& m) { return decltype(m.cview())(m.buf.data(), 1, d, d); };
+    addnorm::add_norm_backward<bf16, float>(
+        row0(dh), row0(df), dgamma, layer ? std::span<bf16>(dbeta) : std::span<bf16>{}, crow0(dy), crow0(ds), crow0(s),
+        std::span<const float>(mean).first(layer ? 1 : 0), std::span<const float>(rstd).first(1), gamma, opt);
+    for (int64_t c = 0; c < d; ++c) {
+      ASSERT_EQ(std::isnan(df.at(0, c)), c % 5 == 0) << "df(0, " << c << ") = " << df.at(0, c);
+      ASSERT_EQ(std::isnan(dh.at(0, c)), c % 5 == 0) << "dh(0, " << c << ") = " << dh.at(0, c);
+    }
+  });
+}
+
+TEST(DispatchBf16, NanPayloadsStayNanOnEveryTarget) {
+  for (const auto kind : {addnorm::NormKind::layer, addnorm::NormKind::rms}) {
+    check_bf16_nan_payloads(100, kind);
+    check_bf16_nan_payloads(116, kind);
+  }
 }
 
 // LayerNorm forward takes rows in batches of up to 16 (ln_forward_rows, 32 KiB a batch), their
