@@ -1,6 +1,8 @@
-"""The benchmark tools' JSON output (bench/compare, bench/sidebyside, bench/train_compare).
+"""The benchmark tools' JSON (bench/compare, bench/sidebyside, bench/train_compare).
 
-write_json_atomic writes to a temporary file in the target's folder and renames it over the target
+json_lines reads the JSON records a measuring program prints, one per line (addnorm_compare,
+addnorm_train_step); a line that starts as a record but does not parse is an error naming the
+program and the line, not a traceback from inside json. write_json_atomic writes to a temporary file in the target's folder and renames it over the target
 once complete: an interrupted or failed run leaves neither a half-written file nor a stray
 temporary. The file gets the permissions a plain open() would give (0666 less the umask)."""
 import json
@@ -23,3 +25,23 @@ def write_json_atomic(path, doc, tool):
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+class JsonLineError(ValueError):
+    """A line of a program's output that starts with '{' but is not a JSON object."""
+
+
+def json_lines(text, source):
+    """The JSON objects among text's lines (those that start with '{', spaces aside), in order;
+    source names the program in an error."""
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise JsonLineError(f"{source}: output line {number} is not JSON ({e.msg}): {line[:200]}") from None
+        records.append(record)  # a dict: valid JSON that starts with '{' is an object
+    return records

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """ctest bench_jsonfile: write_json_atomic (bench/jsonfile.py) writes the whole document with a
-plain file's permissions, and a write that fails leaves the old file as it was and no temporary."""
+plain file's permissions, and a write that fails leaves the old file as it was and no temporary;
+json_lines reads a program's records among its other lines and names a broken one."""
 import json
 import os
 import stat
@@ -8,7 +9,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from jsonfile import write_json_atomic  # noqa: E402
+from jsonfile import JsonLineError, json_lines, write_json_atomic  # noqa: E402
 
 
 def main():
@@ -38,7 +39,23 @@ def main():
                 sys.exit(f"files left after a failed write: {sorted(os.listdir(tmp))}")
     finally:
         os.umask(umask)
+    check_json_lines()
     print("bench_jsonfile: ok")
+
+
+def check_json_lines():
+    text = 'progress 1/2\n{"op": "a", "gbps": 1.5}\n\n  {"op": "b"}  \n[1, 2]\ndone\n'
+    if json_lines(text, "prog") != [{"op": "a", "gbps": 1.5}, {"op": "b"}]:
+        sys.exit(f"json_lines read {json_lines(text, 'prog')}")
+    for bad, words in (('x\n{"op": "a", \n', 'prog: output line 2 is not JSON'),
+                       ('{"op": 1}\n{"op": 2} trailing\n', 'prog: output line 2 is not JSON'),
+                       ('{"a": 1}{"b": 2}\n', 'prog: output line 1 is not JSON')):
+        try:
+            json_lines(bad, "prog")
+            sys.exit(f"json_lines accepted {bad!r}")
+        except JsonLineError as e:
+            if words not in str(e):
+                sys.exit(f"json_lines on {bad!r}: '{e}' does not say '{words}'")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ two rounds, the JSON it writes, and its errors. Usage: sidebyside_smoke.py ADDNO
 Exits non-zero on failure."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -60,7 +61,26 @@ def main():
     e = run(["--native", native, "--rounds", "1", "-", "X_A=1", "--", "--shapes", "nonsense"])
     if e.returncode != 1 or "exited with" not in e.stderr:
         sys.exit(f"a failing addnorm_compare: expected exit 1, got {e.returncode}:\n{e.stderr}")
-    print("bench/sidebyside: two rounds in both orders, the summary and the JSON, and its errors")
+    # A variant name longer than the table's 28 columns: the columns stay aligned.
+    long_name = "ADDNORM_SIMD=generic,ADDNORM_SIDEBYSIDE_SMOKE_UNUSED=1"
+    r = run(["--native", native, "--rounds", "1", "-", long_name] + CASE)
+    if r.returncode != 0:
+        sys.exit(f"bench/sidebyside with a long variant name failed ({r.returncode}):\n{r.stderr}")
+    table = r.stdout[r.stdout.index("\ncase "):].strip().splitlines()
+    end = table[0].index("ratio") + len("ratio")  # the ratio column's right edge
+    for row in table[1:]:  # each row's ratio ends at that edge
+        if not (re.fullmatch(r"\d+\.\d{3}", row[end - 7:end].strip()) and row[end:end + 1] == " "):
+            sys.exit(f"a row of the table out of its columns:\n{table[0]}\n{row}")
+    # A measuring binary whose output line is not JSON: exit 1 naming the binary and the line.
+    with tempfile.TemporaryDirectory() as tmp:
+        fake = os.path.join(tmp, "broken_compare")
+        with open(fake, "w", encoding="utf-8") as f:
+            f.write('#!/bin/sh\necho \'{"kind": "result", "gbps": \'\n')
+        os.chmod(fake, 0o755)
+        e = run(["--native", native, "--rounds", "1", "-", fake] + CASE)
+        if e.returncode != 1 or f"{fake}: output line 1 is not JSON" not in e.stderr:
+            sys.exit(f"a binary printing a broken JSON line: expected exit 1 naming it, got {e.returncode}:\n{e.stderr}")
+    print("bench/sidebyside: two rounds in both orders, the summary and the JSON, its errors, long names")
 
 
 if __name__ == "__main__":
