@@ -475,6 +475,13 @@ void check_batched_rows_match_one_row(int64_t rows, int64_t d) {
   ASSERT_TRUE(same_bits(y1.buf, y2.buf, all, "fused LayerNorm y"));
   EXPECT_TRUE(same_bits(m1, m2, n, "fused LayerNorm mean"));
   EXPECT_TRUE(same_bits(r1, r2, n, "fused LayerNorm rstd"));
+  // Without dropout (the residual built without keep factors; wide f32 rows rebuild it).
+  addnorm::add_norm_forward<T>(s1.view(), y1.view(), m1, r1, h.cview(), f.cview(), gamma, beta, {});
+  fused_row_by_row<T>(s2, y2, m2, r2, h, f, gamma, beta, {});
+  ASSERT_TRUE(same_bits(s1.buf, s2.buf, all, "fused LayerNorm s, no dropout"));
+  ASSERT_TRUE(same_bits(y1.buf, y2.buf, all, "fused LayerNorm y, no dropout"));
+  EXPECT_TRUE(same_bits(m1, m2, n, "fused LayerNorm mean, no dropout"));
+  EXPECT_TRUE(same_bits(r1, r2, n, "fused LayerNorm rstd, no dropout"));
   rms.dropout = drop.dropout;
   addnorm::add_norm_forward<T>(s1.view(), y1.view(), {}, r1, h.cview(), f.cview(), gamma, {}, rms);
   fused_row_by_row<T>(s2, y2, m2, r2, h, f, gamma, beta, rms);
