@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A functional check of bench/sidebyside (no speed is asserted): two variants of one tiny case for
-two rounds, the JSON it writes, and its errors. Usage: sidebyside_smoke.py ADDNORM_COMPARE_BINARY.
-Exits non-zero on failure."""
+two rounds, the JSON it writes, its errors, and --cpus. Usage: sidebyside_smoke.py
+ADDNORM_COMPARE_BINARY. Exits non-zero on failure."""
 import json
 import os
 import re
@@ -80,7 +80,36 @@ def main():
         e = run(["--native", native, "--rounds", "1", "-", fake] + CASE)
         if e.returncode != 1 or f"{fake}: output line 1 is not JSON" not in e.stderr:
             sys.exit(f"a binary printing a broken JSON line: expected exit 1 naming it, got {e.returncode}:\n{e.stderr}")
-    print("bench/sidebyside: two rounds in both orders, the summary and the JSON, its errors, long names")
+    # --cpus: each variant's run sees only those CPUs (two fake binaries report nproc, which follows
+    # the process's affinity), and the JSON says which.
+    cpu = min(os.sched_getaffinity(0))
+    with tempfile.TemporaryDirectory() as tmp:
+        fakes = []
+        for k in (1, 2):
+            fakes.append(os.path.join(tmp, f"nproc_compare{k}"))
+            with open(fakes[-1], "w", encoding="utf-8") as f:
+                f.write('#!/bin/sh\necho "{\\"kind\\": \\"result\\", \\"op\\": \\"layer_norm_fwd\\", '
+                        '\\"dtype\\": \\"f32\\", \\"rows\\": 1, \\"d\\": 1, \\"threads\\": 1, '
+                        '\\"gbps\\": $(nproc), \\"max_err\\": 0}"\n')
+            os.chmod(fakes[-1], 0o755)
+        out_json = os.path.join(tmp, "pinned.json")
+        r = run(["--native", native, "--rounds", "2", "--cpus", str(cpu), "--json", out_json] + fakes +
+                ["--", "--threads", "1"])
+        if r.returncode != 0:
+            sys.exit(f"bench/sidebyside --cpus {cpu} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        doc = json.load(open(out_json, encoding="utf-8"))
+    seen = {g for rd in doc["rounds"] for per in rd["gbps"].values() for g in per.values()}
+    if doc["cpus"] != [cpu] or seen != {1}:
+        sys.exit(f"--cpus {cpu}: the JSON says cpus {doc['cpus']}, the variants saw {seen} CPU(s)")
+    for args, words in ((["--cpus", "1,x"], "not a comma-separated list"),
+                        (["--cpus", str(max(os.sched_getaffinity(0)) + 1)], "not available"),
+                        (["--cpus", str(cpu), "-", "X_A=1", "--", "--threads", "1,2"], "1 CPU(s) for 2 threads"),
+                        (["--cpus", str(cpu), "-", "X_A=1", "--", "--ops", "layer_norm_fwd"], "for 2 threads")):
+        full = args if "-" in args else args + ["-", "X_A=1"] + CASE
+        e = run(["--native", native] + full)
+        if e.returncode != 2 or words not in e.stderr:
+            sys.exit(f"{full}: expected exit 2 naming '{words}', got {e.returncode}:\n{e.stderr}")
+    print("bench/sidebyside: two rounds in both orders, the summary and the JSON, its errors, long names, --cpus")
 
 
 if __name__ == "__main__":
