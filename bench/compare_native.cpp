@@ -11,6 +11,8 @@
 //   addnorm_compare --impls triad,addnorm,onednn --ops layer_norm_fwd,rms_norm_bwd --dtypes f32,bf16
 //                   --shapes 8192x768,1x512 --threads 1,2 [--min-time 0.05] [--reps 5] [--triad-mib 128]
 //                   [--offset 16]  (every array 16 bytes past a cache line, as NumPy's large ones)
+//   addnorm_compare --impls addnorm --ops add_layer_norm_bwd ...  (the fused backward: only when named,
+//                   as bench/sidebyside can; bench/compare's table has no such op)
 //
 // Method (the same as bench/compare's Python peers): every buffer is allocated and touched once
 // before any timing and reused by every case; an impl is warmed with one call; then a batch size k
@@ -91,6 +93,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 Op parse_op(const std::string& s) {
   for (Op op : kAllOps)
+    if (op_name(op) == s) return op;
+  for (Op op : kExtraOps)
     if (op_name(op) == s) return op;
   usage_error("unknown op '" + s + "'");
 }
@@ -425,6 +429,12 @@ double check(Op op, const Bufs<T>& b, const T* out, const T* out2) {
       const View2D<const double> sv(s.data(), k, d);
       return std::max(es, max_rel_err(got, ref::layer_norm_forward<double>(sv, g, be, kEps).y));
     }
+    case Op::add_layer_norm_bwd: {  // dh = LayerNorm's dx at the kernel's own s, + ds (f); df = dh
+      const auto s = rows_to_double(b.s, d, rows), ds = rows_to_double(b.f, d, rows);
+      auto dh = ref::layer_norm_backward<double>(dyv, View2D<const double>(s.data(), k, d), g, kEps).dx;
+      for (size_t i = 0; i < dh.size(); ++i) dh[i] += ds[i];
+      return std::max(max_rel_err(got, dh), max_rel_err(rows_to_double(out2, d, rows), dh));
+    }
     case Op::batch_norm_fwd:
       return NAN;  // column statistics need every row: not checked
   }
@@ -478,6 +488,21 @@ void run_addnorm(const Case& c, const Args& args, const Bufs<T>& b) {
                               AddNormOptions{});
         };
         out2 = b.s;
+      }
+      break;
+    case Op::add_layer_norm_bwd:
+      if constexpr (K::add_norm_forward && K::add_norm_backward) {
+        // Pre-norm backward (p = 0) from the forward's s and statistics: dh to dx, df to y, and
+        // the gradient on the residual stream read from f.
+        add_norm_forward<T>(b.v(b.s), b.v(b.y), b.m(rows), b.r(rows), b.cv(b.x), b.cv(b.f), b.g(), b.b(),
+                            AddNormOptions{});
+        fn = [&b, rows, d] {
+          add_norm_backward<T>(b.v(b.dx), b.v(b.y), {b.dgamma, static_cast<size_t>(d)},
+                               {b.dbeta, static_cast<size_t>(d)}, b.cv(b.dy), b.cv(b.f), b.cv(b.s), b.m(rows),
+                               b.r(rows), b.g(), AddNormOptions{});
+        };
+        out = b.dx;
+        out2 = b.y;
       }
       break;
     case Op::batch_norm_fwd:

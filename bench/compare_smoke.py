@@ -46,7 +46,28 @@ def main():
     for line in ("%near", "Targets of issue 4"):
         if line not in run.stdout:
             sys.exit(f"'{line}' missing from the table:\n{run.stdout}")
-    print(f"bench/compare: {len(recs)} records, fields and %near present")
+    check_fused_backward(native)
+    print(f"bench/compare: {len(recs)} records, fields and %near present; the fused backward checked")
+
+
+def check_fused_backward(native):
+    """addnorm_compare's op measured only when named: add_layer_norm_bwd, checked against the f64
+    reference by the binary itself (max_err), on short rows (batches) and wider ones."""
+    run = subprocess.run([native, "--impls", "addnorm,onednn", "--ops", "add_layer_norm_bwd", "--dtypes", "f32,bf16",
+                          "--shapes", "40x64,33x300", "--threads", "1", "--min-time", "0.001", "--reps", "1"],
+                         capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        sys.exit(f"addnorm_compare --ops add_layer_norm_bwd failed ({run.returncode}):\n{run.stderr}")
+    recs = [json.loads(line) for line in run.stdout.splitlines()]
+    got = [r for r in recs if r.get("kind") == "result" and r["op"] == "add_layer_norm_bwd"]
+    if len(got) != 4 or any(r["impl"] != "addnorm" for r in got):
+        sys.exit(f"expected 4 addnorm results of add_layer_norm_bwd, got {got}")
+    for r in got:
+        tol = 1e-5 if r["dtype"] == "f32" else 2e-2
+        if not (r["gbps"] > 0 and r.get("max_err") is not None and r["max_err"] <= tol):
+            sys.exit(f"add_layer_norm_bwd: bad result {r}")
+    if sum(1 for r in recs if r.get("kind") == "skip" and r["impl"] == "onednn") != 4:
+        sys.exit("oneDNN has no fused backward: each case should be a skip")
 
 
 if __name__ == "__main__":
