@@ -173,44 +173,52 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T) + sizeof(R));
   const auto& ops = detail::row_ops<T>();
-  constexpr bool kF32Stream = !std::is_same_v<T, R>;
-  const auto ln_backward_c = [&] {
-    if constexpr (kF32Stream)
-      return ops.ln_backward_c_f32;
+  // The dx passes multiply dy by gamma: by ones for a norm without it (the same values).
+  const T* g_dx = gm;
+  if (g_dx == nullptr) {
+    T* ones = detail::scratch<T, 6>(static_cast<size_t>(d));
+    std::fill(ones, ones + d, T(1));
+    g_dx = ones;
+  }
+  const S* mean_at = layer ? mean.data() : nullptr;
+  if constexpr (std::is_same_v<T, R>) {
+    if (ops.add_norm_backward_rows != nullptr && d >= 16 &&
+        d * static_cast<int64_t>(sizeof(T)) < detail::kShortRowBytes) {
+      // Short rows 16 at a time (see add_norm_backward_rows), in each chunk's row order.
+      const bool ahead = detail::prefetch_batches(stream, sizeof(T));
+      detail::for_chunk_batches(chunks, nt, stream, 16, [&](int64_t k, int64_t r, int64_t count) {
+        DropoutRow<C> drop(16 * d);
+        const C* keep = drop.fill(ops, options.dropout, r, d, count);
+        ops.add_norm_backward_rows(dh.row(r), dh.stride(), df.row(r), df.stride(), partials.dgamma(k),
+                                   partials.dbeta(k), dy.row(r), dy.stride(), s.row(r), s.stride(),
+                                   has_ds ? ds.row(r) : nullptr, ds.stride(), keep,
+                                   mean_at != nullptr ? mean_at + r : nullptr, rstd.data() + r, gm, g_dx, alpha, count,
+                                   d, stream, ahead ? std::min(count, chunks.end(k) - r - count) : 0);
+      });
+      partials.reduce_into(dgamma, dbeta, nt);
+      return;
+    }
+  }
+  const auto row = [&] {
+    if constexpr (std::is_same_v<T, R>)
+      return ops.add_norm_backward_row;
     else
-      return ops.ln_backward_c;
+      return ops.add_norm_backward_row_f32;
   }();
-  const auto rms_backward_c = [&] {
-    if constexpr (kF32Stream)
-      return ops.rms_backward_c_f32;
-    else
-      return ops.rms_backward_c;
-  }();
-  const auto finish = [&] {
-    if constexpr (kF32Stream)
-      return ops.add_norm_backward_finish_f32;
-    else
-      return ops.add_norm_backward_finish;
-  }();
-
   const bool prefetch = detail::prefetch_rows(stream, d * static_cast<int64_t>(sizeof(T) + sizeof(R)));
   parallel_for(chunks.count, nt, [&](int64_t k) {
     DropoutRow<C> drop(d);
-    C* t = detail::scratch<C, 5>(static_cast<size_t>(d));
     S* pdg = partials.dgamma(k);
     S* pdb = partials.dbeta(k);
     for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) {
-      // The next row's inputs are prefetched while the norm's dx pass runs (large inputs only).
+      // The next row's inputs are prefetched while this row's last pass runs (large inputs only).
       const bool has_next = prefetch && r + 1 < rows;
       detail::NextRows next;
       const detail::NextRows* pnext =
           has_ds ? detail::next_rows(next, has_next, r, dy, s, ds) : detail::next_rows(next, has_next, r, dy, s);
-      if (layer)
-        ln_backward_c(t, pdg, pdb, dy.row(r), s.row(r), mean[r], rstd[r], gm, d, false, pnext);
-      else
-        rms_backward_c(t, pdg, dy.row(r), s.row(r), rstd[r], gm, d, false, pnext);
       const C* keep = drop.fill(ops, options.dropout, r, d);
-      finish(dh.row(r), df.row(r), t, has_ds ? ds.row(r) : nullptr, keep, alpha, d, stream, nullptr);
+      row(dh.row(r), df.row(r), pdg, pdb, dy.row(r), s.row(r), has_ds ? ds.row(r) : nullptr, keep,
+          layer ? mean[r] : S{0}, rstd[r], gm, g_dx, alpha, d, layer, stream, pnext);
     }
     if (stream) detail::store_fence();
   });

@@ -203,10 +203,6 @@ struct RowOps {
                             S rstd1, const T* g, int64_t d, bool stream, const NextRows* next0, const NextRows* next1);
   void (*rms_backward)(T* dx, S* pdg, const T* dy, const T* x, S rstd, const T* g, int64_t d, bool stream,
                        const NextRows* next);
-  void (*ln_backward_c)(C* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
-                        bool stream, const NextRows* next);
-  void (*rms_backward_c)(C* dx, S* pdg, const T* dy, const T* x, S rstd, const T* g, int64_t d, bool stream,
-                         const NextRows* next);
   RowMeanRstd (*add_norm_forward_row)(T* s, T* y, const T* h, const T* f, const C* keep, C alpha, const C* g,
                                       const C* b, int64_t d, double eps, bool layer, bool stream, T* t,
                                       const NextRows* next);
@@ -224,18 +220,26 @@ struct RowOps {
   RowMeanRstd (*add_layer_norm_forward_row_narrow_f32)(float* s, T* y, const float* h, const T* f, const C* keep,
                                                        C alpha, const N* g, const N* b, int64_t d, double eps,
                                                        bool stream, float* t, const NextRows* next) = nullptr;
-  void (*add_norm_backward_finish)(T* dh, T* df, C* t, const T* ds, const C* keep, C alpha, int64_t d, bool stream,
-                                   const NextRows* next);
+  // The fused backward of one row: the norm's sums pass, then one pass giving dh = alpha * (dx + ds)
+  // and df = keep * (dx + ds) (ds null: no residual gradient; keep null: no dropout; mean ignored
+  // unless layer). g: gamma or null, for the sums; g_dx: gamma, or ones when g is null.
+  void (*add_norm_backward_row)(T* dh, T* df, S* pdg, S* pdb, const T* dy, const T* x, const T* ds, const C* keep,
+                                S mean, S rstd, const T* g, const T* g_dx, C alpha, int64_t d, bool layer, bool stream,
+                                const NextRows* next);
+  // The same over a batch of 1 <= count <= 16 rows of d >= 16 (row r of each at + r * its stride; keep:
+  // (count, d) or null; mean, rstd: (count), mean null for RMSNorm): add_norm_backward_row's results
+  // to a rounding; `ahead` rows of x, dy and ds after the batch are prefetched. Null for f64.
+  void (*add_norm_backward_rows)(T* dh, int64_t dhs, T* df, int64_t dfs, S* pdg, S* pdb, const T* dy, int64_t dys,
+                                 const T* x, int64_t xs, const T* ds, int64_t dss, const C* keep, const S* mean,
+                                 const S* rstd, const T* g, const T* g_dx, C alpha, int64_t count, int64_t d,
+                                 bool stream, int64_t ahead) = nullptr;
   // The same with the residual stream (s, h, dh, ds) kept in f32 (for bf16/f16 data).
   RowMeanRstd (*add_norm_forward_row_f32)(float* s, T* y, const float* h, const T* f, const C* keep, C alpha,
                                           const C* g, const C* b, int64_t d, double eps, bool layer, bool stream,
                                           float* t, const NextRows* next);
-  void (*add_norm_backward_finish_f32)(float* dh, T* df, C* t, const float* ds, const C* keep, C alpha, int64_t d,
-                                       bool stream, const NextRows* next);
-  void (*ln_backward_c_f32)(C* dx, S* pdg, S* pdb, const T* dy, const float* x, S mean, S rstd, const T* g, int64_t d,
-                            bool stream, const NextRows* next);
-  void (*rms_backward_c_f32)(C* dx, S* pdg, const T* dy, const float* x, S rstd, const T* g, int64_t d, bool stream,
-                             const NextRows* next);
+  void (*add_norm_backward_row_f32)(float* dh, T* df, S* pdg, S* pdb, const T* dy, const float* x, const float* ds,
+                                    const C* keep, S mean, S rstd, const T* g, const T* g_dx, C alpha, int64_t d,
+                                    bool layer, bool stream, const NextRows* next);
   // BatchNorm's elementwise passes (per-column constants in C): y = (x - m_hi) * a + c and
   // dx = s * (dy * gm - k2 - (x - m) * s * k1).
   void (*bn_forward_row)(T* y, const T* x, const C* m_hi, const C* a, const C* c, int64_t d, bool stream,

@@ -89,11 +89,15 @@ Bytes run_kernels(int64_t d, int64_t shift, const NextRows* next, bool stream) {
     append_value(bytes, fst.mean);
     append_value(bytes, fst.rstd);
   }
-  Placed<C> tc(random_vector<C>(d, rng), shift);
-  ops.add_norm_backward_finish(out.data(), out2.data(), tc.data(), dy.data(), keep.data(), C{0.75}, d, stream, next);
-  append(bytes, out);
-  append(bytes, out2);
-  append(bytes, tc);
+  for (bool layer : {true, false}) {  // ds = h
+    ops.add_norm_backward_row(out.data(), out2.data(), pdg.data(), layer ? pdb.data() : nullptr, dy.data(), x.data(),
+                              h.data(), keep.data(), S{0.375}, S{0.875}, g.data(), g.data(), C{0.75}, d, layer, stream,
+                              next);
+    append(bytes, out);
+    append(bytes, out2);
+    append(bytes, pdg);
+    append(bytes, pdb);
+  }
   ops.bn_forward_row(out.data(), x.data(), gc.data(), a.data(), bc.data(), d, stream, next);
   append(bytes, out);
   return bytes;

@@ -157,7 +157,43 @@ void check_case(int64_t rows, int64_t d, int64_t pad, int64_t shift, double mean
       s_ref[i] = 1.5 * x.at(r, c) + (opt.dropout.keep(i) ? dy.at(r, c) / 0.75 : 0.0);
     }
   EXPECT_TRUE(close(s, s_ref, "fused s"));
-  EXPECT_TRUE(close(y, addnorm::ref::layer_norm_forward<T>(s.cview(), gamma, beta, eps).y, "fused y"));
+  const auto fs = addnorm::ref::layer_norm_forward<T>(s.cview(), gamma, beta, eps);
+  EXPECT_TRUE(close(y, fs.y, "fused y"));
+
+  // Its backward from s and the saved statistics, with a gradient on the residual stream (ds):
+  // t = LayerNorm's dx at s + ds, dh = alpha * t, df = keep * t / (1 - p).
+  Mat<T> ds(rows, d, st, shift, 9, 0.0, 1.0), dh(rows, d, st, shift, 10, 0, 1), df(rows, d, st, shift, 11, 0, 1);
+  std::fill(dgamma.begin(), dgamma.end(), T(0));
+  std::fill(dbeta.begin(), dbeta.end(), T(0));
+  addnorm::add_norm_backward<T>(dh.view(), df.view(), dgamma, dbeta, dy.cview(), ds.cview(), s.cview(), mean_s, rstd_s,
+                                gamma, opt);
+  const auto fb = addnorm::ref::layer_norm_backward<T>(dy.cview(), s.cview(), gamma, eps);
+  std::vector<double> dh_ref(s_ref.size()), df_ref(s_ref.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < d; ++c) {
+      const auto i = static_cast<size_t>(r * d + c);
+      const double t = fb.dx[i] + ds.at(r, c);
+      dh_ref[i] = 1.5 * t;
+      df_ref[i] = opt.dropout.keep(static_cast<uint64_t>(i)) ? t / 0.75 : 0.0;
+    }
+  auto fused_scale = dx_scale(fs.rstd, dy, gamma);
+  for (double& v : fused_scale) v *= 2;  // (dh and df are t times 1.5 and 1 / 0.75)
+  EXPECT_TRUE(close(dh, dh_ref, "fused dh", fused_scale));
+  EXPECT_TRUE(close(df, df_ref, "fused df", fused_scale));
+  EXPECT_TRUE(close_vec(dgamma, fb.dgamma, rs, "fused dgamma"));
+  EXPECT_TRUE(close_vec(dbeta, fb.dbeta, rs, "fused dbeta"));
+
+  // Post-norm RMSNorm without dropout: y = RMSNorm(h + f), dh = df = RMSNorm's dx at s.
+  addnorm::AddNormOptions post;
+  post.kind = addnorm::NormKind::rms;
+  addnorm::add_norm_forward<T>(s.view(), y.view(), {}, rstd_s, x.cview(), dy.cview(), gamma, {}, post);
+  std::fill(dgamma.begin(), dgamma.end(), T(0));
+  addnorm::add_norm_backward<T>(dh.view(), df.view(), dgamma, {}, ds.cview(), {}, s.cview(), {}, rstd_s, gamma, post);
+  const auto rs_fwd = addnorm::ref::rms_norm_forward<T>(s.cview(), gamma, eps);
+  const auto rb = addnorm::ref::rms_norm_backward<T>(ds.cview(), s.cview(), gamma, eps);
+  EXPECT_TRUE(close(dh, rb.dx, "post-norm rms dh", dx_scale(rs_fwd.rstd, ds, gamma)));
+  EXPECT_TRUE(close(df, rb.dx, "post-norm rms df", dx_scale(rs_fwd.rstd, ds, gamma)));
+  EXPECT_TRUE(close_vec(dgamma, rb.dgamma, rs, "post-norm rms dgamma"));
 }
 
 // A bf16/f16 model with an f32 residual stream: h, s, ds and dh are float, f, y, dy and df are T.

@@ -1,7 +1,8 @@
 // The batch row kernels on every SIMD target: ln_backward_rows (short rows 16 at a time) against
 // the same rows one at a time and against ln_backward_pair over consecutive pairs; for RMSNorm
 // (mean null) against rms_backward row by row. ln_forward_rows (batches of up to 16 rows in vector
-// lanes; more go row by row) against ln_forward row by row.
+// lanes; more go row by row) against ln_forward row by row. add_norm_backward_rows (the fused
+// backward's batches) against the same rows one at a time and against add_norm_backward_row.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -155,6 +156,99 @@ TEST(RowBatches, LayerNormForwardRowsMatchTheOneRowKernel) {
         check_forward_rows<float>(count, d, true, true);
         check_forward_rows<bf16>(count, d, true, false);
       }
+  });
+}
+
+// count rows of d (row stride d + 3) through add_norm_backward_rows (LayerNorm, or RMSNorm with mean
+// null), with or without ds, dropout factors (keep), gamma and the partials, against
+//   - each row alone (a batch of one): the same bits for dh, df and the partials;
+//   - add_norm_backward_row row by row: within a few roundings (its sums pass keeps other
+//     accumulators), and dh = alpha * t, df = keep * t for the same t.
+template <class T>
+void check_fused_backward_rows(int64_t count, int64_t d, bool layer, bool with_ds, bool with_keep, bool with_gamma,
+                               bool with_partials) {
+  using S = addnorm::stat_t<T>;
+  using C = addnorm::compute_t<T>;
+  SCOPED_TRACE("target " + addnorm::simd_target() + " " + (sizeof(T) == 4 ? "f32" : "bf16") + " count " +
+               std::to_string(count) + " d " + std::to_string(d) + (layer ? " layer" : " rms") +
+               (with_ds ? " ds" : "") + (with_keep ? " keep" : "") + (with_gamma ? " gamma" : "") +
+               (with_partials ? " partials" : ""));
+  const int64_t stride = d + 3, n = count * stride;
+  addnorm::testing::Rng rng(static_cast<uint64_t>(count * 1000 + d));
+  using addnorm::testing::random_vector;
+  const auto x = random_vector<T>(n, rng, 0.7, 1.3), dy = random_vector<T>(n, rng, 0, 1);
+  const auto ds = random_vector<T>(n, rng, 0, 1);
+  std::vector<C> keep(static_cast<size_t>(count * d));
+  for (size_t i = 0; i < keep.size(); ++i) keep[i] = i % 7 == 3 ? C{0} : C{1.25};
+  const auto gamma = random_vector<T>(d, rng, 1, 0.2);
+  const std::vector<T> ones(static_cast<size_t>(d), T(1));
+  const auto mean = random_vector<S>(count, rng, 0.7, 0.1);
+  const auto rstd = random_vector<S>(count, rng, 0.8, 0.1);
+  const auto start = random_vector<S>(2 * d, rng, 0, 3);  // partials: dgamma | dbeta
+  std::vector<T> dh1(static_cast<size_t>(n), T(0)), df1 = dh1, dh2 = dh1, df2 = dh1, dh3 = dh1, df3 = dh1;
+  std::vector<S> p1 = start, p2 = start, p3 = start;
+  const T* g = with_gamma ? gamma.data() : nullptr;
+  const T* g_dx = with_gamma ? gamma.data() : ones.data();
+  const C alpha = C{1.5};
+  const auto& ops = addnorm::detail::row_ops<T>();
+  ASSERT_NE(ops.add_norm_backward_rows, nullptr);
+  const auto dg = [&](std::vector<S>& p) { return with_partials ? p.data() : nullptr; };
+  const auto db = [&](std::vector<S>& p) { return with_partials && layer ? p.data() + d : nullptr; };
+  const T* dsp = with_ds ? ds.data() : nullptr;
+  const C* kp = with_keep ? keep.data() : nullptr;
+  ops.add_norm_backward_rows(dh1.data(), stride, df1.data(), stride, dg(p1), db(p1), dy.data(), stride, x.data(),
+                             stride, dsp, stride, kp, layer ? mean.data() : nullptr, rstd.data(), g, g_dx, alpha, count,
+                             d, false, 0);
+  for (int64_t r = 0; r < count; ++r) {
+    const int64_t o = r * stride;
+    ops.add_norm_backward_rows(dh2.data() + o, stride, df2.data() + o, stride, dg(p2), db(p2), dy.data() + o, stride,
+                               x.data() + o, stride, with_ds ? dsp + o : nullptr, stride,
+                               with_keep ? kp + r * d : nullptr, layer ? mean.data() + r : nullptr, rstd.data() + r, g,
+                               g_dx, alpha, 1, d, false, 0);
+    ops.add_norm_backward_row(dh3.data() + o, df3.data() + o, dg(p3), db(p3), dy.data() + o, x.data() + o,
+                              with_ds ? dsp + o : nullptr, with_keep ? kp + r * d : nullptr, mean[r], rstd[r], g, g_dx,
+                              alpha, d, layer, false, nullptr);
+  }
+  const double tol = sizeof(T) == 4 ? 1e-6 : 1e-2;
+  for (int64_t r = 0; r < count; ++r)
+    for (int64_t c = 0; c < stride; ++c) {
+      const auto i = static_cast<size_t>(r * stride + c);
+      ASSERT_TRUE(same_bits(dh1[i], dh2[i])) << "dh(" << r << ", " << c << "): " << static_cast<double>(dh1[i])
+                                             << " in the batch, " << static_cast<double>(dh2[i]) << " alone";
+      ASSERT_TRUE(same_bits(df1[i], df2[i])) << "df(" << r << ", " << c << ")";
+      if (c >= d) {  // the padding between rows untouched
+        ASSERT_EQ(static_cast<double>(dh1[i]), 0.0) << "wrote dh past row " << r;
+        ASSERT_EQ(static_cast<double>(df1[i]), 0.0) << "wrote df past row " << r;
+        continue;
+      }
+      const double h1 = static_cast<double>(dh1[i]), h3 = static_cast<double>(dh3[i]);
+      ASSERT_LE(std::fabs(h1 - h3), 2 * tol * std::max(1.0, std::fabs(h3))) << "dh(" << r << ", " << c << ") vs row";
+      // df = keep * t with t = dh / alpha (both from the same t, rounded once each).
+      const double k = with_keep ? static_cast<double>(keep[static_cast<size_t>(r * d + c)]) : 1.0;
+      const double want = k * h1 / 1.5;
+      ASSERT_LE(std::fabs(static_cast<double>(df1[i]) - want), 2 * tol * std::max(1.0, std::fabs(want)))
+          << "df(" << r << ", " << c << ") vs keep * dh / alpha";
+    }
+  for (size_t i = 0; i < p1.size(); ++i) {
+    ASSERT_TRUE(same_bits(p1[i], p2[i])) << "partial " << i;
+    const double a = static_cast<double>(p1[i]), b = static_cast<double>(p3[i]);
+    ASSERT_LE(std::fabs(a - b), 1e-5 * std::max(1.0, std::fabs(b))) << "partial " << i << " vs row";
+    if (!with_partials || (!layer && i >= static_cast<size_t>(d))) {
+      ASSERT_TRUE(same_bits(p1[i], start[i])) << "partial " << i << " written when not asked for";
+    }
+  }
+}
+
+TEST(RowBatches, FusedBackwardRowsMatchTheOneRowKernel) {
+  addnorm::testing::for_each_simd_target([] {
+    for (int64_t d : {16, 17, 64, 100, 128, 255})
+      for (int64_t count : {1, 5, 16})
+        for (bool layer : {true, false})
+          for (int flags = 0; flags < 8; ++flags) {
+            const bool ds = (flags & 1) != 0, keep = (flags & 2) != 0, gamma = (flags & 4) != 0;
+            check_fused_backward_rows<float>(count, d, layer, ds, keep, gamma, true);
+            check_fused_backward_rows<bf16>(count, d, layer, ds, keep, gamma, gamma);
+          }
   });
 }
 
