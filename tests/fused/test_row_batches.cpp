@@ -163,16 +163,17 @@ TEST(RowBatches, LayerNormForwardRowsMatchTheOneRowKernel) {
 // null), with or without ds, dropout factors (keep), gamma and the partials, against
 //   - each row alone (a batch of one): the same bits for dh, df and the partials;
 //   - add_norm_backward_row row by row: within a few roundings (its sums pass keeps other
-//     accumulators), and dh = alpha * t, df = keep * t for the same t.
+//     accumulators), and dh = alpha * t, df = keep * t for the same t (alpha 1.5, and 1: without
+//     dropout dh and df are then one value).
 template <class T>
 void check_fused_backward_rows(int64_t count, int64_t d, bool layer, bool with_ds, bool with_keep, bool with_gamma,
-                               bool with_partials) {
+                               bool with_partials, double alpha_in) {
   using S = addnorm::stat_t<T>;
   using C = addnorm::compute_t<T>;
   SCOPED_TRACE("target " + addnorm::simd_target() + " " + (sizeof(T) == 4 ? "f32" : "bf16") + " count " +
                std::to_string(count) + " d " + std::to_string(d) + (layer ? " layer" : " rms") +
                (with_ds ? " ds" : "") + (with_keep ? " keep" : "") + (with_gamma ? " gamma" : "") +
-               (with_partials ? " partials" : ""));
+               (with_partials ? " partials" : "") + " alpha " + std::to_string(alpha_in));
   const int64_t stride = d + 3, n = count * stride;
   addnorm::testing::Rng rng(static_cast<uint64_t>(count * 1000 + d));
   using addnorm::testing::random_vector;
@@ -189,7 +190,7 @@ void check_fused_backward_rows(int64_t count, int64_t d, bool layer, bool with_d
   std::vector<S> p1 = start, p2 = start, p3 = start;
   const T* g = with_gamma ? gamma.data() : nullptr;
   const T* g_dx = with_gamma ? gamma.data() : ones.data();
-  const C alpha = C{1.5};
+  const C alpha = static_cast<C>(alpha_in);
   const auto& ops = addnorm::detail::row_ops<T>();
   ASSERT_NE(ops.add_norm_backward_rows, nullptr);
   const auto dg = [&](std::vector<S>& p) { return with_partials ? p.data() : nullptr; };
@@ -225,7 +226,7 @@ void check_fused_backward_rows(int64_t count, int64_t d, bool layer, bool with_d
       ASSERT_LE(std::fabs(h1 - h3), 2 * tol * std::max(1.0, std::fabs(h3))) << "dh(" << r << ", " << c << ") vs row";
       // df = keep * t with t = dh / alpha (both from the same t, rounded once each).
       const double k = with_keep ? static_cast<double>(keep[static_cast<size_t>(r * d + c)]) : 1.0;
-      const double want = k * h1 / 1.5;
+      const double want = k * h1 / alpha_in;
       ASSERT_LE(std::fabs(static_cast<double>(df1[i]) - want), 2 * tol * std::max(1.0, std::fabs(want)))
           << "df(" << r << ", " << c << ") vs keep * dh / alpha";
     }
@@ -246,8 +247,11 @@ TEST(RowBatches, FusedBackwardRowsMatchTheOneRowKernel) {
         for (bool layer : {true, false})
           for (int flags = 0; flags < 8; ++flags) {
             const bool ds = (flags & 1) != 0, keep = (flags & 2) != 0, gamma = (flags & 4) != 0;
-            check_fused_backward_rows<float>(count, d, layer, ds, keep, gamma, true);
-            check_fused_backward_rows<bf16>(count, d, layer, ds, keep, gamma, gamma);
+            // (alpha 1 without dropout: dh and df are computed once, the same values)
+            for (double alpha : {1.5, 1.0}) {
+              check_fused_backward_rows<float>(count, d, layer, ds, keep, gamma, true, alpha);
+              check_fused_backward_rows<bf16>(count, d, layer, ds, keep, gamma, gamma, alpha);
+            }
           }
   });
 }
