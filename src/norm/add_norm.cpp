@@ -181,23 +181,25 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
     g_dx = ones;
   }
   const S* mean_at = layer ? mean.data() : nullptr;
-  if constexpr (std::is_same_v<T, R>) {
-    if (ops.add_norm_backward_rows != nullptr && d >= 16 &&
-        d * static_cast<int64_t>(sizeof(T)) < detail::kShortRowBytes) {
-      // Short rows 16 at a time (see add_norm_backward_rows), in each chunk's row order.
-      const bool ahead = detail::prefetch_batches(stream, sizeof(T));
-      detail::for_chunk_batches(chunks, nt, stream, 16, [&](int64_t k, int64_t r, int64_t count) {
-        DropoutRow<C> drop(16 * d);
-        const C* keep = drop.fill(ops, options.dropout, r, d, count);
-        ops.add_norm_backward_rows(dh.row(r), dh.stride(), df.row(r), df.stride(), partials.dgamma(k),
-                                   partials.dbeta(k), dy.row(r), dy.stride(), s.row(r), s.stride(),
-                                   has_ds ? ds.row(r) : nullptr, ds.stride(), keep,
-                                   mean_at != nullptr ? mean_at + r : nullptr, rstd.data() + r, gm, g_dx, alpha, count,
-                                   d, stream, ahead ? std::min(count, chunks.end(k) - r - count) : 0);
-      });
-      partials.reduce_into(dgamma, dbeta, nt);
-      return;
-    }
+  const auto rows_op = [&] {
+    if constexpr (std::is_same_v<T, R>)
+      return ops.add_norm_backward_rows;
+    else
+      return ops.add_norm_backward_rows_f32;
+  }();
+  if (rows_op != nullptr && d >= 16 && d * static_cast<int64_t>(sizeof(R)) < detail::kShortRowBytes) {
+    // Short rows 16 at a time (see add_norm_backward_rows), in each chunk's row order.
+    const bool ahead = detail::prefetch_batches(stream, sizeof(T));
+    detail::for_chunk_batches(chunks, nt, stream, 16, [&](int64_t k, int64_t r, int64_t count) {
+      DropoutRow<C> drop(16 * d);
+      const C* keep = drop.fill(ops, options.dropout, r, d, count);
+      rows_op(dh.row(r), dh.stride(), df.row(r), df.stride(), partials.dgamma(k), partials.dbeta(k), dy.row(r),
+              dy.stride(), s.row(r), s.stride(), has_ds ? ds.row(r) : nullptr, ds.stride(), keep,
+              mean_at != nullptr ? mean_at + r : nullptr, rstd.data() + r, gm, g_dx, alpha, count, d, stream,
+              ahead ? std::min(count, chunks.end(k) - r - count) : 0);
+    });
+    partials.reduce_into(dgamma, dbeta, nt);
+    return;
   }
   const auto row = [&] {
     if constexpr (std::is_same_v<T, R>)

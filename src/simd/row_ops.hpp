@@ -240,6 +240,10 @@ struct RowOps {
   void (*add_norm_backward_row_f32)(float* dh, T* df, S* pdg, S* pdb, const T* dy, const float* x, const float* ds,
                                     const C* keep, S mean, S rstd, const T* g, const T* g_dx, C alpha, int64_t d,
                                     bool layer, bool stream, const NextRows* next);
+  void (*add_norm_backward_rows_f32)(float* dh, int64_t dhs, T* df, int64_t dfs, S* pdg, S* pdb, const T* dy,
+                                     int64_t dys, const float* x, int64_t xs, const float* ds, int64_t dss,
+                                     const C* keep, const S* mean, const S* rstd, const T* g, const T* g_dx, C alpha,
+                                     int64_t count, int64_t d, bool stream, int64_t ahead) = nullptr;
   // BatchNorm's elementwise passes (per-column constants in C): y = (x - m_hi) * a + c and
   // dx = s * (dy * gm - k2 - (x - m) * s * k1).
   void (*bn_forward_row)(T* y, const T* x, const C* m_hi, const C* a, const C* c, int64_t d, bool stream,

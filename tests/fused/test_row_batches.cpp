@@ -165,20 +165,23 @@ TEST(RowBatches, LayerNormForwardRowsMatchTheOneRowKernel) {
 //   - add_norm_backward_row row by row: within a few roundings (its sums pass keeps other
 //     accumulators), and dh = alpha * t, df = keep * t for the same t (alpha 1.5, and 1: without
 //     dropout dh and df are then one value).
-template <class T>
+// R: the residual stream's type (x, ds, dh): T, or f32 for bf16 data (add_norm_backward_rows_f32).
+template <class T, class R = T>
 void check_fused_backward_rows(int64_t count, int64_t d, bool layer, bool with_ds, bool with_keep, bool with_gamma,
                                bool with_partials, double alpha_in) {
   using S = addnorm::stat_t<T>;
   using C = addnorm::compute_t<T>;
-  SCOPED_TRACE("target " + addnorm::simd_target() + " " + (sizeof(T) == 4 ? "f32" : "bf16") + " count " +
-               std::to_string(count) + " d " + std::to_string(d) + (layer ? " layer" : " rms") +
-               (with_ds ? " ds" : "") + (with_keep ? " keep" : "") + (with_gamma ? " gamma" : "") +
-               (with_partials ? " partials" : "") + " alpha " + std::to_string(alpha_in));
+  SCOPED_TRACE("target " + addnorm::simd_target() + " " + (sizeof(T) == 4 ? "f32" : "bf16") +
+               (sizeof(R) != sizeof(T) ? " with f32 stream" : "") + " count " + std::to_string(count) + " d " +
+               std::to_string(d) + (layer ? " layer" : " rms") + (with_ds ? " ds" : "") + (with_keep ? " keep" : "") +
+               (with_gamma ? " gamma" : "") + (with_partials ? " partials" : "") + " alpha " +
+               std::to_string(alpha_in));
   const int64_t stride = d + 3, n = count * stride;
   addnorm::testing::Rng rng(static_cast<uint64_t>(count * 1000 + d));
   using addnorm::testing::random_vector;
-  const auto x = random_vector<T>(n, rng, 0.7, 1.3), dy = random_vector<T>(n, rng, 0, 1);
-  const auto ds = random_vector<T>(n, rng, 0, 1);
+  const auto x = random_vector<R>(n, rng, 0.7, 1.3);
+  const auto dy = random_vector<T>(n, rng, 0, 1);
+  const auto ds = random_vector<R>(n, rng, 0, 1);
   std::vector<C> keep(static_cast<size_t>(count * d));
   for (size_t i = 0; i < keep.size(); ++i) keep[i] = i % 7 == 3 ? C{0} : C{1.25};
   const auto gamma = random_vector<T>(d, rng, 1, 0.2);
@@ -186,29 +189,39 @@ void check_fused_backward_rows(int64_t count, int64_t d, bool layer, bool with_d
   const auto mean = random_vector<S>(count, rng, 0.7, 0.1);
   const auto rstd = random_vector<S>(count, rng, 0.8, 0.1);
   const auto start = random_vector<S>(2 * d, rng, 0, 3);  // partials: dgamma | dbeta
-  std::vector<T> dh1(static_cast<size_t>(n), T(0)), df1 = dh1, dh2 = dh1, df2 = dh1, dh3 = dh1, df3 = dh1;
+  std::vector<R> dh1(static_cast<size_t>(n), R(0)), dh2 = dh1, dh3 = dh1;
+  std::vector<T> df1(static_cast<size_t>(n), T(0)), df2 = df1, df3 = df1;
   std::vector<S> p1 = start, p2 = start, p3 = start;
   const T* g = with_gamma ? gamma.data() : nullptr;
   const T* g_dx = with_gamma ? gamma.data() : ones.data();
   const C alpha = static_cast<C>(alpha_in);
   const auto& ops = addnorm::detail::row_ops<T>();
-  ASSERT_NE(ops.add_norm_backward_rows, nullptr);
+  const auto rows_op = [&] {
+    if constexpr (std::is_same_v<T, R>)
+      return ops.add_norm_backward_rows;
+    else
+      return ops.add_norm_backward_rows_f32;
+  }();
+  const auto row_op = [&] {
+    if constexpr (std::is_same_v<T, R>)
+      return ops.add_norm_backward_row;
+    else
+      return ops.add_norm_backward_row_f32;
+  }();
+  ASSERT_NE(rows_op, nullptr);
   const auto dg = [&](std::vector<S>& p) { return with_partials ? p.data() : nullptr; };
   const auto db = [&](std::vector<S>& p) { return with_partials && layer ? p.data() + d : nullptr; };
-  const T* dsp = with_ds ? ds.data() : nullptr;
+  const R* dsp = with_ds ? ds.data() : nullptr;
   const C* kp = with_keep ? keep.data() : nullptr;
-  ops.add_norm_backward_rows(dh1.data(), stride, df1.data(), stride, dg(p1), db(p1), dy.data(), stride, x.data(),
-                             stride, dsp, stride, kp, layer ? mean.data() : nullptr, rstd.data(), g, g_dx, alpha, count,
-                             d, false, 0);
+  rows_op(dh1.data(), stride, df1.data(), stride, dg(p1), db(p1), dy.data(), stride, x.data(), stride, dsp, stride, kp,
+          layer ? mean.data() : nullptr, rstd.data(), g, g_dx, alpha, count, d, false, 0);
   for (int64_t r = 0; r < count; ++r) {
     const int64_t o = r * stride;
-    ops.add_norm_backward_rows(dh2.data() + o, stride, df2.data() + o, stride, dg(p2), db(p2), dy.data() + o, stride,
-                               x.data() + o, stride, with_ds ? dsp + o : nullptr, stride,
-                               with_keep ? kp + r * d : nullptr, layer ? mean.data() + r : nullptr, rstd.data() + r, g,
-                               g_dx, alpha, 1, d, false, 0);
-    ops.add_norm_backward_row(dh3.data() + o, df3.data() + o, dg(p3), db(p3), dy.data() + o, x.data() + o,
-                              with_ds ? dsp + o : nullptr, with_keep ? kp + r * d : nullptr, mean[r], rstd[r], g, g_dx,
-                              alpha, d, layer, false, nullptr);
+    rows_op(dh2.data() + o, stride, df2.data() + o, stride, dg(p2), db(p2), dy.data() + o, stride, x.data() + o, stride,
+            with_ds ? dsp + o : nullptr, stride, with_keep ? kp + r * d : nullptr, layer ? mean.data() + r : nullptr,
+            rstd.data() + r, g, g_dx, alpha, 1, d, false, 0);
+    row_op(dh3.data() + o, df3.data() + o, dg(p3), db(p3), dy.data() + o, x.data() + o, with_ds ? dsp + o : nullptr,
+           with_keep ? kp + r * d : nullptr, mean[r], rstd[r], g, g_dx, alpha, d, layer, false, nullptr);
   }
   const double tol = sizeof(T) == 4 ? 1e-6 : 1e-2;
   for (int64_t r = 0; r < count; ++r)
@@ -251,6 +264,7 @@ TEST(RowBatches, FusedBackwardRowsMatchTheOneRowKernel) {
             for (double alpha : {1.5, 1.0}) {
               check_fused_backward_rows<float>(count, d, layer, ds, keep, gamma, true, alpha);
               check_fused_backward_rows<bf16>(count, d, layer, ds, keep, gamma, gamma, alpha);
+              check_fused_backward_rows<bf16, float>(count, d, layer, ds, keep, gamma, true, alpha);
             }
           }
   });
