@@ -1,7 +1,7 @@
 // 16-bit storage types: bf16 (bfloat16) and f16 (IEEE binary16). Arithmetic happens in float;
 // these only convert. Conversions from float round to nearest even; NaN stays NaN (quiet, with the
-// payload's high bits: the results of AVX512-BF16's vcvtneps2bf16 and F16C's vcvtps2ph/vcvtph2ps,
-// bit for bit).
+// payload's high bits): the results of F16C's vcvtps2ph/vcvtph2ps bit for bit, and of AVX512-BF16's
+// vcvtneps2bf16 but for f32 subnormals, which it takes as zero and these round.
 //
 // The conversions are always inlined. An inline function called out of line leaves a copy in every
 // object file that calls it, and the linker keeps one of them for the whole program: a copy from a
