@@ -26,24 +26,18 @@ void check_options(const AddNormOptions& o, const char* fn) {
   o.dropout.check(fn);
 }
 
-// Per-thread work rows for one row of d elements: the dropout factors (0 or 1/(1-p)) and the bits
-// behind them.
+// A per-thread work row of d elements for the dropout factors (0 or 1/(1-p)).
 template <class C>
 struct DropoutRow {
   C* keep;
-  uint32_t* bits;
-  uint32_t* scratch;
-  explicit DropoutRow(int64_t d)
-      : keep(detail::scratch<C, 2>(static_cast<size_t>(d))),
-        bits(detail::scratch<uint32_t, 3>(static_cast<size_t>(2 * d + 128))),
-        scratch(bits + d) {}
+  explicit DropoutRow(int64_t d) : keep(detail::scratch<C, 2>(static_cast<size_t>(d))) {}
   // Fills keep for rows r .. r + count - 1 of a (rows, d) call (n >= count * d); returns keep, or
   // null when dropout is off.
   template <class T>
   const C* fill(const detail::RowOps<T>& ops, const DropoutSpec& drop, int64_t r, int64_t d, int64_t count = 1) {
     if (!drop.active()) return nullptr;
     ops.dropout_keep(keep, drop.seed, drop.offset + static_cast<uint64_t>(r * d), drop.threshold(), drop.scale(),
-                     count * d, bits, scratch);
+                     count * d);
     return keep;
   }
 };

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "../../src/simd/row_ops.hpp"
-#include "norm_testing.hpp"
 #include "addnorm/core/philox.hpp"
 #include "addnorm/norm/dropout.hpp"
 #include "addnorm/norm/simd.hpp"
+#include "norm_testing.hpp"
 
 namespace {
 
@@ -37,6 +37,45 @@ TEST(Philox, FillMatchesElementwiseOnEveryTarget) {
         ASSERT_EQ(bits[n], 0xdeadbeefu) << "wrote past the end, n = " << n;
       }
     }
+  });
+}
+
+// The dropout factors (whole groups straight from the generator's registers, partial groups
+// through a buffer) and the transformer's dropout rows, on every target, against the scalar
+// definition: keep[i] = 1/(1-p) where philox_bits(seed, start + i) >= threshold, else 0; nothing
+// written past n.
+template <class C>
+void check_dropout_rows_match_elementwise() {
+  const auto& ops = addnorm::detail::row_ops<C>();
+  for (const double p : {0.0, 0.1, 0.5, 1.0}) {
+    const addnorm::DropoutSpec spec{p, 0x1234567890abcdefull, 0};
+    const uint64_t thr = spec.threshold();
+    const C scale = static_cast<C>(spec.scale());
+    for (uint64_t start : {0ull, 1ull, 63ull, 64ull, 100ull, (1ull << 32) - 3, (1ull << 38) - 5}) {
+      for (int64_t n : {0, 1, 63, 64, 65, 127, 128, 129, 200, 1000}) {
+        const auto un = static_cast<size_t>(n);
+        std::vector<C> keep(un + 1, C{-7}), x(un), y(un + 1, C{-7});
+        for (size_t i = 0; i < un; ++i) x[i] = static_cast<C>(0.25 + static_cast<double>(i));
+        ops.dropout_keep(keep.data(), spec.seed, start, thr, spec.scale(), n);
+        ops.dropout_row(y.data(), x.data(), spec.seed, start, thr, spec.scale(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          const bool kept =
+              thr <= 0xffffffffu && addnorm::philox_bits(spec.seed, start + static_cast<uint64_t>(i)) >= thr;
+          const auto ui = static_cast<size_t>(i);
+          ASSERT_EQ(keep[ui], kept ? scale : C{0}) << "p " << p << " start " << start << " n " << n << " i " << i;
+          ASSERT_EQ(y[ui], kept ? x[ui] * scale : C{0}) << "p " << p << " start " << start << " n " << n << " i " << i;
+        }
+        ASSERT_EQ(keep[un], C{-7}) << "dropout_keep wrote past the end, n = " << n;
+        ASSERT_EQ(y[un], C{-7}) << "dropout_row wrote past the end, n = " << n;
+      }
+    }
+  }
+}
+
+TEST(Philox, DropoutRowsMatchElementwiseOnEveryTarget) {
+  addnorm::testing::for_each_simd_target([] {
+    check_dropout_rows_match_elementwise<float>();
+    check_dropout_rows_match_elementwise<double>();
   });
 }
 
