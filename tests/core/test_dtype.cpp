@@ -71,7 +71,7 @@ TEST(Dtype, F16ToFloatMatchesTheF16cInstructionOnEveryF16) {
     const auto hb = static_cast<uint16_t>(h);
     const auto want = std::bit_cast<uint32_t>(f16_to_f32_hw(hb));
     ASSERT_EQ(std::bit_cast<uint32_t>(f16::to_float_soft(hb)), want) << std::hex << "f16 bits 0x" << h;
-    ASSERT_EQ(std::bit_cast<uint32_t>(static_cast<float>(f16{std::bit_cast<f16>(hb)})), want)
+    ASSERT_EQ(std::bit_cast<uint32_t>(static_cast<float>(std::bit_cast<f16>(hb))), want)
         << std::hex << "f16 bits 0x" << h;
   }
 }
