@@ -259,7 +259,7 @@ struct RowOps {
                            const C* m, const C* s, const C* gm, const C* k1, const C* k2, int64_t count, int64_t d,
                            bool stream) = nullptr;
   void (*dropout_keep)(C* keep, uint64_t seed, uint64_t start, uint64_t threshold, double scale, int64_t n);
-  void (*philox_fill)(uint32_t* bits, uint64_t seed, uint64_t start, int64_t n, uint32_t* scratch);
+  void (*philox_fill)(uint32_t* bits, uint64_t seed, uint64_t start, int64_t n);
   // For the transformer layers (math_kernels.inc), in the compute type:
   void (*softmax_row)(C* row, int64_t n);
   void (*dropout_row)(C* y, const C* x, uint64_t seed, uint64_t start, uint64_t threshold, double scale, int64_t n);
