@@ -151,14 +151,16 @@ enum class Op {
   rms_norm_bwd,
   add_layer_norm_fwd,
   batch_norm_fwd,
-  add_layer_norm_bwd
+  add_layer_norm_bwd,
+  rezero_fwd,
+  rezero_bwd
 };
 
 inline constexpr Op kAllOps[] = {Op::layer_norm_fwd, Op::layer_norm_bwd,     Op::rms_norm_fwd,
                                  Op::rms_norm_bwd,   Op::add_layer_norm_fwd, Op::batch_norm_fwd};
 // Measured only when asked for by name (--ops): issue 4's table has no such column, and no peer has
-// the fused backward.
-inline constexpr Op kExtraOps[] = {Op::add_layer_norm_bwd};
+// the fused backward or ReZero (s = h + a * f: the STREAM triad's own bytes and arithmetic).
+inline constexpr Op kExtraOps[] = {Op::add_layer_norm_bwd, Op::rezero_fwd, Op::rezero_bwd};
 
 constexpr std::string_view op_name(Op op) {
   switch (op) {
@@ -176,6 +178,10 @@ constexpr std::string_view op_name(Op op) {
       return "batch_norm_fwd";
     case Op::add_layer_norm_bwd:
       return "add_layer_norm_bwd";
+    case Op::rezero_fwd:
+      return "rezero_fwd";
+    case Op::rezero_bwd:
+      return "rezero_bwd";
   }
   return "?";
 }
@@ -189,8 +195,10 @@ constexpr int arrays_moved(Op op) {
       return 2;
     case Op::layer_norm_bwd:
     case Op::rms_norm_bwd:
+    case Op::rezero_fwd:  // reads h and f, writes s
       return 3;
     case Op::add_layer_norm_fwd:
+    case Op::rezero_bwd:  // reads ds and f, writes dh and df
       return 4;
     case Op::add_layer_norm_bwd:  // reads s, dy and ds, writes dh and df
       return 5;

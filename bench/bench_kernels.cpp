@@ -57,8 +57,16 @@ struct Data {
   Buffer<S> mean, rstd, run_mean, run_var;  // max(rows, d) each
 
   Data(Shape s, Needs needs)
-      : rows(s.rows), d(s.d), gamma(d), beta(d), dgamma(d), dbeta(d), mean(std::max(rows, d)),
-        rstd(std::max(rows, d)), run_mean(std::max(rows, d)), run_var(std::max(rows, d)) {
+      : rows(s.rows),
+        d(s.d),
+        gamma(d),
+        beta(d),
+        dgamma(d),
+        dbeta(d),
+        mean(std::max(rows, d)),
+        rstd(std::max(rows, d)),
+        run_mean(std::max(rows, d)),
+        run_var(std::max(rows, d)) {
     const auto n = static_cast<size_t>(rows * d);
     Buffer<T>* in[] = {&a, &b, &c};
     for (int i = 0; i < needs.in; ++i) {
@@ -119,15 +127,22 @@ std::vector<Kernel<T>> kernels() {
   std::vector<Kernel<T>> ks;
   if constexpr (K::layer_norm_forward) {
     ks.push_back({"layer_norm_fwd", 2 * e, {1, 1}, [](Data<T>& w) {
-                    layer_norm_forward<T>(w.view(w.out1), w.m(), w.r(), w.cview(w.a), w.gamma.cspan(),
-                                          w.beta.cspan(), 1e-5);
+                    layer_norm_forward<T>(w.view(w.out1), w.m(), w.r(), w.cview(w.a), w.gamma.cspan(), w.beta.cspan(),
+                                          1e-5);
                   }});
   }
   if constexpr (K::layer_norm_backward) {
     // dx, dgamma, dbeta from dy = b, x = a.
     ks.push_back({"layer_norm_bwd", 3 * e, {2, 1}, [](Data<T>& w) {
-                    layer_norm_backward<T>(w.view(w.out1), w.dgamma.span(), w.dbeta.span(), w.cview(w.b),
-                                           w.cview(w.a), w.m(), w.r(), w.gamma.cspan());
+                    layer_norm_backward<T>(w.view(w.out1), w.dgamma.span(), w.dbeta.span(), w.cview(w.b), w.cview(w.a),
+                                           w.m(), w.r(), w.gamma.cspan());
+                  }});
+  }
+  if constexpr (K::layer_norm_backward) {
+    // dx only (frozen gamma and beta: no partials); an inline call of layer_norm_backward.
+    ks.push_back({"layer_norm_bwd_dx", 3 * e, {2, 1}, [](Data<T>& w) {
+                    layer_norm_backward_dx<T>(w.view(w.out1), w.cview(w.b), w.cview(w.a), w.m(), w.r(),
+                                              w.gamma.cspan());
                   }});
   }
   if constexpr (K::rms_norm_forward) {
@@ -141,74 +156,104 @@ std::vector<Kernel<T>> kernels() {
                                          w.gamma.cspan());
                   }});
   }
+  if constexpr (K::rms_norm_backward) {
+    ks.push_back({"rms_norm_bwd_dx", 3 * e, {2, 1}, [](Data<T>& w) {
+                    rms_norm_backward_dx<T>(w.view(w.out1), w.cview(w.b), w.cview(w.a), w.r(), w.gamma.cspan());
+                  }});
+  }
   if constexpr (K::batch_norm_forward) {
     // Training mode with running statistics (rows >= 2 only; see register_all).
     ks.push_back({"batch_norm_fwd", 2 * e, {1, 1}, [](Data<T>& w) {
                     const auto d = static_cast<size_t>(w.d);
                     batch_norm_forward<T>(w.view(w.out1), w.mean.span().first(d), w.rstd.span().first(d),
-                                          w.run_mean.span().first(d), w.run_var.span().first(d), w.cview(w.a),
-                                          {}, w.gamma.cspan(), w.beta.cspan(), BatchNormOptions{});
+                                          w.run_mean.span().first(d), w.run_var.span().first(d), w.cview(w.a), {},
+                                          w.gamma.cspan(), w.beta.cspan(), BatchNormOptions{});
                   }});
   }
   if constexpr (K::batch_norm_backward) {
     ks.push_back({"batch_norm_bwd", 3 * e, {2, 1}, [](Data<T>& w) {
                     const auto d = static_cast<size_t>(w.d);
-                    batch_norm_backward<T>(w.view(w.out1), w.dgamma.span(), w.dbeta.span(), w.cview(w.b),
-                                           w.cview(w.a), {}, w.mean.span().first(d), w.rstd.span().first(d),
-                                           w.gamma.cspan());
+                    batch_norm_backward<T>(w.view(w.out1), w.dgamma.span(), w.dbeta.span(), w.cview(w.b), w.cview(w.a),
+                                           {}, w.mean.span().first(d), w.rstd.span().first(d), w.gamma.cspan());
                   }});
   }
   if constexpr (K::add_norm_forward) {
     // Pre-norm: s = h + Dropout(f) (h = a, f = b), y = Norm(s); reads h, f, writes s, y.
-    auto fwd = [](NormKind kind, double p) {
-      return [kind, p](Data<T>& w) {
+    auto fwd = [](NormKind kind, double p, double alpha = 1.0) {
+      return [kind, p, alpha](Data<T>& w) {
         AddNormOptions o;
         o.kind = kind;
+        o.alpha = alpha;
         o.dropout.p = p;
         o.dropout.seed = 42;
         const std::span<stat_t<T>> mean = kind == NormKind::layer ? w.m() : std::span<stat_t<T>>{};
-        add_norm_forward<T>(w.view(w.out1), w.view(w.out2), mean, w.r(), w.cview(w.a), w.cview(w.b),
-                            w.gamma.cspan(), kind == NormKind::layer ? w.beta.cspan() : std::span<const T>{}, o);
+        add_norm_forward<T>(w.view(w.out1), w.view(w.out2), mean, w.r(), w.cview(w.a), w.cview(w.b), w.gamma.cspan(),
+                            kind == NormKind::layer ? w.beta.cspan() : std::span<const T>{}, o);
       };
     };
     ks.push_back({"add_layer_norm_fwd", 4 * e, {2, 2}, fwd(NormKind::layer, 0.0)});
     ks.push_back({"add_layer_norm_fwd_dropout0.1", 4 * e, {2, 2}, fwd(NormKind::layer, 0.1)});
     ks.push_back({"add_rms_norm_fwd", 4 * e, {2, 2}, fwd(NormKind::rms, 0.0)});
+    // DeepNorm: s = alpha * h + f (alpha = (2N)^(1/4) for N = 6 decoder layers), y = LayerNorm(s).
+    ks.push_back({"deepnorm_layer_norm_fwd", 4 * e, {2, 2}, fwd(NormKind::layer, 0.0, 1.8612)});
   }
   if constexpr (K::add_norm_backward) {
     // Pre-norm backward: reads dy = a, ds = b, s = c; writes dh, df; dgamma (and dbeta) +=.
-    auto bwd = [](NormKind kind, double p) {
-      return [kind, p](Data<T>& w) {
+    auto bwd = [](NormKind kind, double p, bool post = false) {
+      return [kind, p, post](Data<T>& w) {
         AddNormOptions o;
         o.kind = kind;
         o.dropout.p = p;
         o.dropout.seed = 42;
         const std::span<const stat_t<T>> mean = kind == NormKind::layer ? w.m() : std::span<stat_t<T>>{};
         add_norm_backward<T>(w.view(w.out1), w.view(w.out2), w.dgamma.span(),
-                             kind == NormKind::layer ? w.dbeta.span() : std::span<T>{}, w.cview(w.a), w.cview(w.b),
-                             w.cview(w.c), mean, w.r(), w.gamma.cspan(), o);
+                             kind == NormKind::layer ? w.dbeta.span() : std::span<T>{}, w.cview(w.a),
+                             post ? View2D<const T>{} : w.cview(w.b), w.cview(w.c), mean, w.r(), w.gamma.cspan(), o);
       };
     };
     ks.push_back({"add_layer_norm_bwd", 5 * e, {3, 2}, bwd(NormKind::layer, 0.0)});
     ks.push_back({"add_layer_norm_bwd_dropout0.1", 5 * e, {3, 2}, bwd(NormKind::layer, 0.1)});
     ks.push_back({"add_rms_norm_bwd", 5 * e, {3, 2}, bwd(NormKind::rms, 0.0)});
+    // Post-norm backward: no gradient arrives on the stream (ds absent); reads dy, s, writes dh, df.
+    ks.push_back({"add_layer_norm_bwd_postnorm", 4 * e, {3, 2}, bwd(NormKind::layer, 0.0, true)});
+  }
+  if constexpr (K::rezero_forward) {
+    // ReZero: s = h + a * Dropout(f) (h = a, f = b); reads h, f, writes s: the STREAM triad's bytes.
+    auto fwd = [](double p) {
+      return [p](Data<T>& w) {
+        rezero_forward<T>(w.view(w.out1), w.cview(w.a), w.cview(w.b), 0.25, DropoutSpec{p, 42, 0});
+      };
+    };
+    ks.push_back({"rezero_fwd", 3 * e, {2, 1}, fwd(0.0)});
+    ks.push_back({"rezero_fwd_dropout0.1", 3 * e, {2, 1}, fwd(0.1)});
+  }
+  if constexpr (K::rezero_backward) {
+    // dh = ds, df = a * Dropout'(ds), da += sum(ds * Dropout(f)) (ds = a, f = b); reads ds, f, writes dh, df.
+    auto bwd = [](double p) {
+      return [p](Data<T>& w) {
+        double da = 0;
+        rezero_backward<T>(w.view(w.out1), w.view(w.out2), da, w.cview(w.a), w.cview(w.b), 0.25, DropoutSpec{p, 42, 0});
+        benchmark::DoNotOptimize(da);
+      };
+    };
+    ks.push_back({"rezero_bwd", 4 * e, {2, 2}, bwd(0.0)});
+    ks.push_back({"rezero_bwd_dropout0.1", 4 * e, {2, 2}, bwd(0.1)});
   }
   if constexpr (K::add_norm_forward_f32_stream) {
     // 16-bit data with an f32 residual stream: h = fa, s = fout (f32); f = a, y = out1 (T).
-    ks.push_back({"add_layer_norm_fwd_f32stream", 2 * f + 2 * e, {.in = 1, .out = 1, .f32_in = 1, .f32_out = 1},
-                  [](Data<T>& w) {
-                    add_norm_forward<T, float>(w.fview(w.fout), w.view(w.out1), w.m(), w.r(), w.cfview(w.fa),
-                                               w.cview(w.a), w.gamma.cspan(), w.beta.cspan(), AddNormOptions{});
-                  }});
+    ks.push_back(
+        {"add_layer_norm_fwd_f32stream", 2 * f + 2 * e, {.in = 1, .out = 1, .f32_in = 1, .f32_out = 1}, [](Data<T>& w) {
+           add_norm_forward<T, float>(w.fview(w.fout), w.view(w.out1), w.m(), w.r(), w.cfview(w.fa), w.cview(w.a),
+                                      w.gamma.cspan(), w.beta.cspan(), AddNormOptions{});
+         }});
   }
   if constexpr (K::add_norm_backward_f32_stream) {
     // dy = a (T), ds = fa, s = fb (f32); dh = fout (f32), df = out1 (T).
-    ks.push_back({"add_layer_norm_bwd_f32stream", 3 * f + 2 * e, {.in = 1, .out = 1, .f32_in = 2, .f32_out = 1},
-                  [](Data<T>& w) {
-                    add_norm_backward<T, float>(w.fview(w.fout), w.view(w.out1), w.dgamma.span(), w.dbeta.span(),
-                                                w.cview(w.a), w.cfview(w.fa), w.cfview(w.fb), w.m(), w.r(),
-                                                w.gamma.cspan(), AddNormOptions{});
-                  }});
+    ks.push_back(
+        {"add_layer_norm_bwd_f32stream", 3 * f + 2 * e, {.in = 1, .out = 1, .f32_in = 2, .f32_out = 1}, [](Data<T>& w) {
+           add_norm_backward<T, float>(w.fview(w.fout), w.view(w.out1), w.dgamma.span(), w.dbeta.span(), w.cview(w.a),
+                                       w.cfview(w.fa), w.cfview(w.fb), w.m(), w.r(), w.gamma.cspan(), AddNormOptions{});
+         }});
   }
   return ks;
 }
@@ -226,8 +271,9 @@ void register_type() {
     for (const Shape s : kShapes) {
       if (std::string_view(k.name).starts_with("batch_norm") && s.rows < 2) continue;  // no batch statistics
       for (const int t : thread_counts()) {
-        const std::string name = std::string(k.name) + "/" + std::string(DType<T>::name) + "/rows:" +
-                                 std::to_string(s.rows) + "/d:" + std::to_string(s.d) + "/threads:" + std::to_string(t);
+        const std::string name = std::string(k.name) + "/" + std::string(DType<T>::name) +
+                                 "/rows:" + std::to_string(s.rows) + "/d:" + std::to_string(s.d) +
+                                 "/threads:" + std::to_string(t);
         benchmark::RegisterBenchmark(name.c_str(),
                                      [k, s, t, name](benchmark::State& state) {
                                        addnorm::set_num_threads(t);
@@ -239,8 +285,9 @@ void register_type() {
                                        }
                                        const auto bytes = static_cast<int64_t>(k.bytes_per_elem) * s.rows * s.d;
                                        state.SetBytesProcessed(state.iterations() * bytes);
-                                       state.counters["elems/s"] = benchmark::Counter(
-                                           static_cast<double>(s.rows * s.d), benchmark::Counter::kIsIterationInvariantRate);
+                                       state.counters["elems/s"] =
+                                           benchmark::Counter(static_cast<double>(s.rows * s.d),
+                                                              benchmark::Counter::kIsIterationInvariantRate);
                                      })
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
@@ -260,7 +307,8 @@ int main(int argc, char** argv) {
   std::string missing;
   for_each_dtype([&]<class T>(T) {
     register_type<T>();
-    if (!KernelSet<T>::layer_norm_forward) missing += std::string(missing.empty() ? "" : " ") + std::string(DType<T>::name);
+    if (!KernelSet<T>::layer_norm_forward)
+      missing += std::string(missing.empty() ? "" : " ") + std::string(DType<T>::name);
     if (KernelSet<T>::layer_norm_forward && !KernelSet<T>::add_norm_forward)
       missing += std::string(missing.empty() ? "" : " ") + "add_norm/" + std::string(DType<T>::name);
   });

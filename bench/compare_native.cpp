@@ -11,8 +11,8 @@
 //   addnorm_compare --impls triad,addnorm,onednn --ops layer_norm_fwd,rms_norm_bwd --dtypes f32,bf16
 //                   --shapes 8192x768,1x512 --threads 1,2 [--min-time 0.05] [--reps 5] [--triad-mib 128]
 //                   [--offset 16]  (every array 16 bytes past a cache line, as NumPy's large ones)
-//   addnorm_compare --impls addnorm --ops add_layer_norm_bwd ...  (the fused backward: only when named,
-//                   as bench/sidebyside can; bench/compare's table has no such op)
+//   addnorm_compare --impls addnorm --ops add_layer_norm_bwd ...  (the fused backward, and rezero_fwd,
+//                   rezero_bwd: only when named, as bench/sidebyside can; bench/compare's table has no such op)
 //
 // Method (the same as bench/compare's Python peers): every buffer is allocated and touched once
 // before any timing and reused by every case; an impl is warmed with one call; then a batch size k
@@ -56,6 +56,7 @@ namespace addnorm::bench {
 namespace {
 
 constexpr double kEps = 1e-5;
+constexpr double kReZeroA = 0.25;  // ReZero's a (exact in every dtype)
 
 // ---------------------------------------------------------------------------------------------
 // Command line
@@ -435,6 +436,17 @@ double check(Op op, const Bufs<T>& b, const T* out, const T* out2) {
       for (size_t i = 0; i < dh.size(); ++i) dh[i] += ds[i];
       return std::max(max_rel_err(got, dh), max_rel_err(rows_to_double(out2, d, rows), dh));
     }
+    case Op::rezero_fwd: {  // s = h + a * f
+      const auto f = rows_to_double(b.f, d, rows);
+      std::vector<double> s(x.size());
+      for (size_t i = 0; i < s.size(); ++i) s[i] = x[i] + kReZeroA * f[i];
+      return max_rel_err(got, s);
+    }
+    case Op::rezero_bwd: {  // dh = ds (dy), df = a * ds
+      std::vector<double> df(dy.size());
+      for (size_t i = 0; i < df.size(); ++i) df[i] = kReZeroA * dy[i];
+      return std::max(max_rel_err(got, dy), max_rel_err(rows_to_double(out2, d, rows), df));
+    }
     case Op::batch_norm_fwd:
       return NAN;  // column statistics need every row: not checked
   }
@@ -501,6 +513,19 @@ void run_addnorm(const Case& c, const Args& args, const Bufs<T>& b) {
                                {b.dbeta, static_cast<size_t>(d)}, b.cv(b.dy), b.cv(b.f), b.cv(b.s), b.m(rows),
                                b.r(rows), b.g(), AddNormOptions{});
         };
+        out = b.dx;
+        out2 = b.y;
+      }
+      break;
+    case Op::rezero_fwd:
+      if constexpr (K::rezero_forward)
+        fn = [&b] { rezero_forward<T>(b.v(b.y), b.cv(b.x), b.cv(b.f), kReZeroA, DropoutSpec{}); };
+      break;
+    case Op::rezero_bwd:
+      if constexpr (K::rezero_backward) {
+        // ds from dy; dh to dx, df to y.
+        auto da = std::make_shared<double>(0.0);
+        fn = [&b, da] { rezero_backward<T>(b.v(b.dx), b.v(b.y), *da, b.cv(b.dy), b.cv(b.f), kReZeroA, DropoutSpec{}); };
         out = b.dx;
         out2 = b.y;
       }

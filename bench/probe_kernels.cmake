@@ -6,8 +6,8 @@
 # OUT is rewritten only when its content changes, so the benchmarks recompile only then.
 cmake_minimum_required(VERSION 3.25)
 
-set(kKernels layer_norm_forward layer_norm_backward rms_norm_forward rms_norm_backward
-             batch_norm_forward batch_norm_backward add_norm_forward add_norm_backward)
+set(kKernels layer_norm_forward layer_norm_backward rms_norm_forward rms_norm_backward batch_norm_forward
+             batch_norm_backward add_norm_forward add_norm_backward rezero_forward rezero_backward)
 # Fused kernels with an f32 residual stream for 16-bit data: <T, float>, as <kernel>_f32_stream.
 set(kStreamKernels add_norm_forward add_norm_backward)
 # C++ type and the name nm prints for it.
@@ -42,7 +42,7 @@ foreach(type IN LISTS kTypes)
       else()
         set(have false)
       endif()
-    elseif((cxx STREQUAL "float" OR cxx STREQUAL "double") AND NOT kernel MATCHES "^add_norm")
+    elseif((cxx STREQUAL "float" OR cxx STREQUAL "double") AND NOT kernel MATCHES "^(add_norm|rezero)")
       set(have true)
     else()
       set(have false)

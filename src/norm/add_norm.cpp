@@ -221,7 +221,52 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
   partials.reduce_into(dgamma, dbeta, nt);
 }
 
+namespace {
+// ReZero's elements in runs (RowOps::rezero_*_run) of at most kReZeroRun elements: the rows of the
+// views, or, when every view is contiguous, the (rows, d) elements as one row; a longer row is cut
+// into runs. Run k starts at element index index(k) of the call (r * d + c: the dropout stream's).
+// A run's keep row and its three arrays take 24 KiB for f32, inside L1, so the backward's second
+// pass over a run reads ds and keep from there.
+constexpr int64_t kReZeroRun = 2048;
+
+struct ReZeroRuns {
+  int64_t rows, cols, per_row, count;
+  ReZeroRuns(int64_t r, int64_t c, bool contiguous)
+      : rows(contiguous && r > 1 ? 1 : r),
+        cols(contiguous && r > 1 ? r * c : c),
+        per_row(cols == 0 ? 0 : (cols + kReZeroRun - 1) / kReZeroRun),
+        count(rows * per_row) {}
+  [[nodiscard]] int64_t row(int64_t k) const { return k / per_row; }
+  [[nodiscard]] int64_t col(int64_t k) const { return k % per_row * kReZeroRun; }
+  [[nodiscard]] int64_t size(int64_t k) const { return std::min(kReZeroRun, cols - col(k)); }
+  [[nodiscard]] int64_t index(int64_t k) const { return row(k) * cols + col(k); }
+  // Element (row(k), col(k)) of v: v's row in the run's row form (one row when contiguous).
+  template <class T>
+  [[nodiscard]] T* at(const View2D<T>& v, int64_t k) const {
+    return v.data() + row(k) * v.stride() + col(k);
+  }
+};
+
+template <class... V>
+bool all_contiguous(const V&... v) {
+  return ((v.rows() <= 1 || v.stride() == v.cols()) && ...);
+}
+
+// The keep factors of run k (0 or 1 / (1 - p)) in this thread's scratch row; null without dropout.
+template <class T>
+const compute_t<T>* run_keep(const detail::RowOps<T>& ops, const DropoutSpec& drop, const ReZeroRuns& runs, int64_t k) {
+  if (!drop.active()) return nullptr;
+  auto* keep = detail::scratch<compute_t<T>, 2>(static_cast<size_t>(kReZeroRun));
+  ops.dropout_keep(keep, drop.seed, drop.offset + static_cast<uint64_t>(runs.index(k)), drop.threshold(), drop.scale(),
+                   runs.size(k));
+  return keep;
+}
+}  // namespace
+
 // s: (rows, d) =    h, f: (rows, d)
+//
+// s = h + a * (keep * f), with keep * f rounded in the compute type and then one fused
+// multiply-add (on targets with FMA), rounded to T once.
 template <class T>
 void rezero_forward(View2D<T> s, View2D<const T> h, View2D<const T> f, double a, const DropoutSpec& dropout) {
   using C = compute_t<T>;
@@ -231,28 +276,23 @@ void rezero_forward(View2D<T> s, View2D<const T> h, View2D<const T> f, double a,
   detail::check_same_shape(f, "f", h, "h", fn);
   detail::check_same_shape(s, "s", h, "h", fn);
   const int64_t rows = h.rows(), d = h.cols();
+  const ReZeroRuns runs(rows, d, all_contiguous(s, h, f));
   const int nt = threads_for(rows * d, kMinWorkPerThread);
+  const bool stream = detail::stream_output(rows, d, sizeof(T));
   const C ac = static_cast<C>(a);
   const auto& ops = detail::row_ops<T>();
-  parallel_for(rows, nt, [&](int64_t r) {
-    DropoutRow<C> drop(d);
-    {
-      const T* hr = h.row(r);
-      const T* fr = f.row(r);
-      T* sr = s.row(r);
-      const C* keep = drop.fill(ops, dropout, r, d);
-      for (int64_t c = 0; c < d; ++c) {
-        const C fc = keep != nullptr ? keep[c] * static_cast<C>(fr[c]) : static_cast<C>(fr[c]);
-        sr[c] = static_cast<T>(static_cast<C>(hr[c]) + ac * fc);
-      }
-    }
+  detail::for_thread_blocks(runs.count, nt, stream, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k)
+      ops.rezero_forward_run(runs.at(s, k), runs.at(h, k), runs.at(f, k), run_keep(ops, dropout, runs, k), ac,
+                             runs.size(k), stream);
   });
 }
 
 // dh, df: (rows, d) =    da +=    ds, f: (rows, d)
 //
 // Derivative: s = h + a * keep * f / (1 - p):  dh = ds,  df = a * keep * ds / (1 - p),
-// da = sum(ds * keep * f / (1 - p)), summed per row in double and over rows in a fixed order.
+// da = sum(ds * keep * f / (1 - p)): each run's sum in double (rezero_backward_run), the runs'
+// sums added in their order, the same for any thread count.
 template <class T>
 void rezero_backward(View2D<T> dh, View2D<T> df, double& da, View2D<const T> ds, View2D<const T> f, double a,
                      const DropoutSpec& dropout) {
@@ -264,31 +304,19 @@ void rezero_backward(View2D<T> dh, View2D<T> df, double& da, View2D<const T> ds,
   detail::check_same_shape(dh, "dh", ds, "ds", fn);
   detail::check_same_shape(df, "df", ds, "ds", fn);
   const int64_t rows = ds.rows(), d = ds.cols();
-  if (rows == 0) return;
-  double* row_da = detail::scratch<double, 0>(static_cast<size_t>(rows));
+  const ReZeroRuns runs(rows, d, all_contiguous(dh, df, ds, f));
+  if (runs.count == 0) return;
+  double* run_da = detail::scratch<double, 0>(static_cast<size_t>(runs.count));
   const int nt = threads_for(rows * d, kMinWorkPerThread);
+  const bool stream = detail::stream_output(rows, d, 2 * sizeof(T));
   const C ac = static_cast<C>(a);
   const auto& ops = detail::row_ops<T>();
-  parallel_for(rows, nt, [&](int64_t r) {
-    DropoutRow<C> drop(d);
-    {
-      const T* dsr = ds.row(r);
-      const T* fr = f.row(r);
-      T* dhr = dh.row(r);
-      T* dfr = df.row(r);
-      const C* keep = drop.fill(ops, dropout, r, d);
-      double acc = 0;
-      for (int64_t c = 0; c < d; ++c) {
-        const C g = static_cast<C>(dsr[c]);
-        const C k = keep != nullptr ? keep[c] : C{1};
-        acc += static_cast<double>(g) * static_cast<double>(k * static_cast<C>(fr[c]));
-        dfr[c] = static_cast<T>(ac * k * g);
-        dhr[c] = static_cast<T>(g);
-      }
-      row_da[r] = acc;
-    }
+  detail::for_thread_blocks(runs.count, nt, stream, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k)
+      run_da[k] = ops.rezero_backward_run(runs.at(dh, k), runs.at(df, k), runs.at(ds, k), runs.at(f, k),
+                                          run_keep(ops, dropout, runs, k), ac, runs.size(k), stream);
   });
-  for (int64_t r = 0; r < rows; ++r) da += row_da[r];
+  for (int64_t k = 0; k < runs.count; ++k) da += run_da[k];
 }
 
 #define ADDNORM_INSTANTIATE_ADD_NORM(T, R)                                                                       \

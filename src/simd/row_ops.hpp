@@ -258,6 +258,11 @@ struct RowOps {
   void (*bn_backward_rows)(T* dx, int64_t dxs, const T* x, int64_t xs, const T* dy, int64_t dys, const uint8_t* valid,
                            const C* m, const C* s, const C* gm, const C* k1, const C* k2, int64_t count, int64_t d,
                            bool stream) = nullptr;
+  // ReZero over a run of n elements (rezero_kernels.inc): s = h + a * keep * f (keep null: no
+  // dropout; s may be h), and the backward dh = ds, df = a * keep * ds, returning the run's
+  // sum(ds * keep * f) in double.
+  void (*rezero_forward_run)(T* s, const T* h, const T* f, const C* keep, C a, int64_t n, bool stream);
+  double (*rezero_backward_run)(T* dh, T* df, const T* ds, const T* f, const C* keep, C a, int64_t n, bool stream);
   void (*dropout_keep)(C* keep, uint64_t seed, uint64_t start, uint64_t threshold, double scale, int64_t n);
   void (*philox_fill)(uint32_t* bits, uint64_t seed, uint64_t start, int64_t n);
   // For the transformer layers (math_kernels.inc), in the compute type:

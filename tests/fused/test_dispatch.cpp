@@ -24,14 +24,7 @@ namespace {
 using addnorm::bf16;
 using addnorm::f16;
 using addnorm::View2D;
-
-template <class T>
-const char* name() {
-  if constexpr (std::is_same_v<T, float>) return "f32";
-  if constexpr (std::is_same_v<T, double>) return "f64";
-  if constexpr (std::is_same_v<T, bf16>) return "bf16";
-  return "f16";
-}
+using addnorm::testing::dtype_name;
 
 // Allowed error relative to max(1, |ref|): a few roundings of the output type.
 template <class T>
@@ -114,9 +107,9 @@ std::vector<double> dx_scale(const std::vector<double>& rstd, const Mat<T>& dy, 
 template <class T>
 void check_case(int64_t rows, int64_t d, int64_t pad, int64_t shift, double mean) {
   using S = addnorm::stat_t<T>;
-  SCOPED_TRACE(std::string(name<T>()) + " target " + addnorm::simd_target() + " rows " + std::to_string(rows) + " d " +
-               std::to_string(d) + " pad " + std::to_string(pad) + " shift " + std::to_string(shift) + " mean " +
-               std::to_string(mean));
+  SCOPED_TRACE(std::string(dtype_name<T>()) + " target " + addnorm::simd_target() + " rows " + std::to_string(rows) +
+               " d " + std::to_string(d) + " pad " + std::to_string(pad) + " shift " + std::to_string(shift) +
+               " mean " + std::to_string(mean));
   const int64_t st = d + pad;
   Mat<T> x(rows, d, st, shift, 1, mean, 2.0), dy(rows, d, st, shift, 2, 0.0, 1.0), y(rows, d, st, shift, 3, 0, 1),
       dx(rows, d, st, shift, 4, 0, 1);
@@ -200,7 +193,7 @@ void check_case(int64_t rows, int64_t d, int64_t pad, int64_t shift, double mean
 template <class T>
 void check_f32_stream(int64_t rows, int64_t d) {
   using S = addnorm::stat_t<T>;
-  SCOPED_TRACE(std::string(name<T>()) + " with f32 stream, target " + addnorm::simd_target() + " d " +
+  SCOPED_TRACE(std::string(dtype_name<T>()) + " with f32 stream, target " + addnorm::simd_target() + " d " +
                std::to_string(d));
   Mat<float> h(rows, d, d, 0, 1, 3.0, 2.0), ds(rows, d, d, 0, 2, 0, 1), s(rows, d, d, 0, 3, 0, 1),
       dh(rows, d, d, 0, 4, 0, 1);
@@ -291,7 +284,7 @@ TEST_P(Dispatch, StreamingStoresShortRows) {
 // head (1e3 + noise, then a long tail of noise around -2), and a few ratios mean / std.
 template <class T>
 void check_far_head(int64_t d, double tail_mean) {
-  SCOPED_TRACE(std::string(name<T>()) + " target " + addnorm::simd_target() + " d " + std::to_string(d) +
+  SCOPED_TRACE(std::string(dtype_name<T>()) + " target " + addnorm::simd_target() + " d " + std::to_string(d) +
                " tail mean " + std::to_string(tail_mean));
   const int64_t rows = 4;
   Mat<T> x(rows, d, d, 0, 11, tail_mean, 1.0), y(rows, d, d, 0, 12, 0, 1);
@@ -467,8 +460,8 @@ template <class T>
 
 template <class T>
 void check_batched_rows_match_one_row(int64_t rows, int64_t d) {
-  SCOPED_TRACE(std::string(name<T>()) + " target " + addnorm::simd_target() + " rows " + std::to_string(rows) + " d " +
-               std::to_string(d));
+  SCOPED_TRACE(std::string(dtype_name<T>()) + " target " + addnorm::simd_target() + " rows " + std::to_string(rows) +
+               " d " + std::to_string(d));
   using S = addnorm::stat_t<T>;
   Mat<T> h(rows, d, d, 0, 31, 0.5, 2.0), zero(rows, d, d, 0, 32, 0, 0), f(rows, d, d, 0, 36, -0.3, 1.5),
       y1(rows, d, d, 0, 33, 0, 1), y2(rows, d, d, 0, 34, 0, 1), s1(rows, d, d, 0, 35, 0, 1),
@@ -557,7 +550,7 @@ TEST_P(Dispatch, BatchedRowsMatchTheOneRowKernel) {
 template <class T>
 void check_batch_norm(int64_t rows, int64_t d, bool masked) {
   using S = addnorm::stat_t<T>;
-  SCOPED_TRACE(std::string(name<T>()) + " target " + addnorm::simd_target() + " batch_norm rows " +
+  SCOPED_TRACE(std::string(dtype_name<T>()) + " target " + addnorm::simd_target() + " batch_norm rows " +
                std::to_string(rows) + " d " + std::to_string(d) + (masked ? " masked" : ""));
   Mat<T> x(rows, d, d + 5, 3, 41, 1.5, 2.0), y(rows, d, d + 5, 3, 42, 0, 1);
   std::vector<uint8_t> mask;

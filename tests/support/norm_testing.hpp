@@ -51,7 +51,11 @@ std::string describe(const Parts&... parts) {
 
 template <class T>
 constexpr const char* dtype_name() {
-  return std::is_same_v<T, float> ? "f32" : "f64";
+  if constexpr (std::is_same_v<T, float>) return "f32";
+  if constexpr (std::is_same_v<T, double>) return "f64";
+  if constexpr (std::is_same_v<T, bf16>) return "bf16";
+  if constexpr (std::is_same_v<T, f16>) return "f16";
+  return "?";
 }
 
 // Unit roundoff of the element type (the machine epsilon, 2^-23 or 2^-52).
