@@ -252,15 +252,6 @@ bool all_contiguous(const V&... v) {
   return ((v.rows() <= 1 || v.stride() == v.cols()) && ...);
 }
 
-// The keep factors of run k (0 or 1 / (1 - p)) in this thread's scratch row; null without dropout.
-template <class T>
-const compute_t<T>* run_keep(const detail::RowOps<T>& ops, const DropoutSpec& drop, const ReZeroRuns& runs, int64_t k) {
-  if (!drop.active()) return nullptr;
-  auto* keep = detail::scratch<compute_t<T>, 2>(static_cast<size_t>(kReZeroRun));
-  ops.dropout_keep(keep, drop.seed, drop.offset + static_cast<uint64_t>(runs.index(k)), drop.threshold(), drop.scale(),
-                   runs.size(k));
-  return keep;
-}
 }  // namespace
 
 // s: (rows, d) =    h, f: (rows, d)
@@ -282,9 +273,10 @@ void rezero_forward(View2D<T> s, View2D<const T> h, View2D<const T> f, double a,
   const C ac = static_cast<C>(a);
   const auto& ops = detail::row_ops<T>();
   detail::for_thread_blocks(runs.count, nt, stream, [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k)
-      ops.rezero_forward_run(runs.at(s, k), runs.at(h, k), runs.at(f, k), run_keep(ops, dropout, runs, k), ac,
-                             runs.size(k), stream);
+    DropoutRow<C> drop(kReZeroRun);
+    for (int64_t k = begin; k < end; ++k)  // run k's keep: elements index(k) .. + size(k) of the call
+      ops.rezero_forward_run(runs.at(s, k), runs.at(h, k), runs.at(f, k),
+                             drop.fill(ops, dropout, runs.index(k), 1, runs.size(k)), ac, runs.size(k), stream);
   });
 }
 
@@ -312,9 +304,11 @@ void rezero_backward(View2D<T> dh, View2D<T> df, double& da, View2D<const T> ds,
   const C ac = static_cast<C>(a);
   const auto& ops = detail::row_ops<T>();
   detail::for_thread_blocks(runs.count, nt, stream, [&](int64_t begin, int64_t end) {
+    DropoutRow<C> drop(kReZeroRun);
     for (int64_t k = begin; k < end; ++k)
-      run_da[k] = ops.rezero_backward_run(runs.at(dh, k), runs.at(df, k), runs.at(ds, k), runs.at(f, k),
-                                          run_keep(ops, dropout, runs, k), ac, runs.size(k), stream);
+      run_da[k] =
+          ops.rezero_backward_run(runs.at(dh, k), runs.at(df, k), runs.at(ds, k), runs.at(f, k),
+                                  drop.fill(ops, dropout, runs.index(k), 1, runs.size(k)), ac, runs.size(k), stream);
   });
   for (int64_t k = 0; k < runs.count; ++k) da += run_da[k];
 }
