@@ -20,13 +20,6 @@ namespace addnorm {
 namespace {
 constexpr int64_t kMinWorkPerThread = int64_t{1} << 15;  // elements
 
-// A double split into hi + lo of type C: (x - hi) - lo is x - v to the rounding of the result.
-template <class C>
-struct Split {
-  C hi, lo;
-  explicit Split(double v) : hi(static_cast<C>(v)), lo(static_cast<C>(v - static_cast<double>(hi))) {}
-};
-
 bool is_valid(std::span<const uint8_t> mask, int64_t r) { return mask.empty() || mask[r] != 0; }
 
 int64_t count_valid(std::span<const uint8_t> mask, int64_t rows) {
@@ -47,6 +40,8 @@ class ValidRows {
       if (mask[r] != 0) valid_[j++] = r;
   }
   int64_t operator()(int64_t j) const { return valid_ != nullptr ? valid_[j] : j; }
+  // The list of valid rows, or null for all rows (as the column sums of RowOps take it).
+  const int64_t* list() const { return valid_; }
 
  private:
   int64_t* valid_ = nullptr;
@@ -59,71 +54,6 @@ void sum_chunks(double* out, const double* part, int64_t chunks, int64_t width) 
   for (int64_t k = 0; k < chunks; ++k) {
     const double* p = part + k * width;
     for (int64_t i = 0; i < width; ++i) out[i] += p[i];
-  }
-}
-
-// s1[c] += sum of (x[r][c] - k[c]), s2[c] += sum of its squares, in A, over the valid rows j in
-// [j, end), in row order. Four rows per sweep over the partial sums (a quarter of their load/store
-// traffic, which for wide rows does not fit L1); the rows are added in order.
-template <class A, class T>
-void sum_deviations(A* s1, A* s2, const A* k, View2D<const T> x, const ValidRows& row_of, int64_t j, int64_t end) {
-  const int64_t d = x.cols();
-  for (; j + 4 <= end; j += 4) {
-    const T* x0 = x.row(row_of(j));
-    const T* x1 = x.row(row_of(j + 1));
-    const T* x2 = x.row(row_of(j + 2));
-    const T* x3 = x.row(row_of(j + 3));
-#pragma omp simd
-    for (int64_t c = 0; c < d; ++c) {
-      const A k0 = k[c];
-      const A d0 = static_cast<A>(x0[c]) - k0, d1 = static_cast<A>(x1[c]) - k0, d2 = static_cast<A>(x2[c]) - k0,
-              d3 = static_cast<A>(x3[c]) - k0;
-      s1[c] = (((s1[c] + d0) + d1) + d2) + d3;
-      s2[c] = (((s2[c] + d0 * d0) + d1 * d1) + d2 * d2) + d3 * d3;
-    }
-  }
-  for (; j < end; ++j) {
-    const T* xr = x.row(row_of(j));
-#pragma omp simd
-    for (int64_t c = 0; c < d; ++c) {
-      const A dev = static_cast<A>(xr[c]) - k[c];
-      s1[c] += dev;
-      s2[c] += dev * dev;
-    }
-  }
-}
-
-// sd[c] += sum of dy[r][c], st[c] += sum of dy[r][c] * x_hat[r][c] with x_hat = (x - m[c]) * s[c],
-// in A, over the valid rows j in [j, end), in row order, four rows per sweep (as sum_deviations).
-// x_hat is O(1) whatever the scale of x (1e30 in f32), so the products overflow only when dy does.
-template <class A, class T>
-void sum_grad_terms(A* sd, A* st, const A* m, const A* s, View2D<const T> x, View2D<const T> dy,
-                    const ValidRows& row_of, int64_t j, int64_t end) {
-  const int64_t d = x.cols();
-  for (; j + 4 <= end; j += 4) {
-    const int64_t r0 = row_of(j), r1 = row_of(j + 1), r2 = row_of(j + 2), r3 = row_of(j + 3);
-    const T *x0 = x.row(r0), *x1 = x.row(r1), *x2 = x.row(r2), *x3 = x.row(r3);
-    const T *g0 = dy.row(r0), *g1 = dy.row(r1), *g2 = dy.row(r2), *g3 = dy.row(r3);
-#pragma omp simd
-    for (int64_t c = 0; c < d; ++c) {
-      const A mc = m[c], sc = s[c];
-      const A e0 = static_cast<A>(g0[c]), e1 = static_cast<A>(g1[c]), e2 = static_cast<A>(g2[c]),
-              e3 = static_cast<A>(g3[c]);
-      sd[c] = (((sd[c] + e0) + e1) + e2) + e3;
-      st[c] = (((st[c] + e0 * ((static_cast<A>(x0[c]) - mc) * sc)) + e1 * ((static_cast<A>(x1[c]) - mc) * sc)) +
-               e2 * ((static_cast<A>(x2[c]) - mc) * sc)) +
-              e3 * ((static_cast<A>(x3[c]) - mc) * sc);
-    }
-  }
-  for (; j < end; ++j) {
-    const T* xr = x.row(row_of(j));
-    const T* gr = dy.row(row_of(j));
-#pragma omp simd
-    for (int64_t c = 0; c < d; ++c) {
-      const A e = static_cast<A>(gr[c]);
-      sd[c] += e;
-      st[c] += e * ((static_cast<A>(xr[c]) - m[c]) * s[c]);
-    }
   }
 }
 
@@ -158,20 +88,9 @@ void column_mean_var(double* mean, double* var, View2D<const T> x, std::span<con
   // The shift only has to be near the mean (the sums are exact about any k), so it is summed in
   // the compute type (f32 for f32/bf16/f16: twice the lanes of double); k is that value, exactly.
   using C = compute_t<T>;
+  const auto& ops = detail::row_ops<T>();
   C* ks = detail::scratch<C, 1>(static_cast<size_t>(d));
-  std::fill(ks, ks + d, C{0});
-  const int64_t head = std::min<int64_t>(n, 16);
-  for (int64_t j = 0; j < head; ++j) {
-    const T* xr = x.row(row_of(j));
-#pragma omp simd
-    for (int64_t c = 0; c < d; ++c) ks[c] += static_cast<C>(xr[c]);
-  }
-  const C inv_head = C{1} / static_cast<C>(head);
-#pragma omp simd
-  for (int64_t c = 0; c < d; ++c) {
-    ks[c] *= inv_head;
-    shift[c] = static_cast<double>(ks[c]);
-  }
+  ops.bn_column_head(ks, shift, x.data(), x.stride(), row_of.list(), std::min<int64_t>(n, 16), d);
   // The chunk sums in chunk order, s1 | s2 (d each), in double (`wide`) or, for f32 math, over runs
   // of kShiftedRun rows summed in f32 (this thread's scratch), each run's sums added in double:
   // twice the lanes of double, and partials that stay in L1. The whole forward, side by side:
@@ -182,22 +101,14 @@ void column_mean_var(double* mean, double* var, View2D<const T> x, std::span<con
     parallel_for(chunks.count, nt, [&](int64_t k) {
       double* s1 = part + k * 2 * d;
       double* s2 = s1 + d;
-      std::fill(s1, s1 + 2 * d, 0.0);
       if (wide) {
-        sum_deviations(s1, s2, shift, x, row_of, chunks.begin(k), chunks.end(k));
+        std::fill(s1, s1 + 2 * d, 0.0);
+        ops.bn_column_sums_wide(s1, s2, shift, x.data(), x.stride(), row_of.list(), chunks.begin(k), chunks.end(k), d);
         return;
       }
-      C* f1 = detail::scratch<C, 2>(static_cast<size_t>(2 * d));
-      C* f2 = f1 + d;
-      for (int64_t j = chunks.begin(k); j < chunks.end(k); j += kShiftedRun) {
-        std::fill(f1, f1 + 2 * d, C{0});
-        sum_deviations(f1, f2, ks, x, row_of, j, std::min(chunks.end(k), j + kShiftedRun));
-#pragma omp simd
-        for (int64_t c = 0; c < d; ++c) {
-          s1[c] += static_cast<double>(f1[c]);
-          s2[c] += static_cast<double>(f2[c]);
-        }
-      }
+      C* f = detail::scratch<C, 2>(static_cast<size_t>(2 * d));
+      ops.bn_chunk_sums(s1, s2, f, ks, x.data(), x.stride(), row_of.list(), chunks.begin(k), chunks.end(k), kShiftedRun,
+                        d);
     });
     if (chunks.count == 1) return static_cast<const double*>(part);  // one chunk: its own sums
     sum_chunks(t1, part, chunks.count, 2 * d);
@@ -227,15 +138,7 @@ void column_mean_var(double* mean, double* var, View2D<const T> x, std::span<con
     const double* u2 = u1 + d;
     int any_far = 0;
     if (attempt == 0) {  // every column, without branches (vectorized)
-#pragma omp simd reduction(| : any_far)
-      for (int64_t c = 0; c < d; ++c) {
-        const double m1 = u1[c] * inv_n, v = std::max(u2[c] * inv_n - m1 * m1, 0.0);
-        mean[c] = shift[c] + m1;
-        var[c] = v;
-        const int f = m1 * m1 <= 4 * v ? 0 : 1;
-        far[c] = static_cast<uint8_t>(f);
-        any_far |= f;
-      }
+      any_far = ops.bn_moments(mean, var, far, u1, u2, shift, inv_n, d);
     } else {
       for (int64_t c = 0; c < d; ++c) {
         if (far[c] == 0) continue;
@@ -308,26 +211,17 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   C* m_hi = detail::scratch<C, 1>(static_cast<size_t>(3 * d));
   C* a = m_hi + d;
   C* cst = a + d;
-  // Column by column in one loop without branches, which the compiler vectorizes (the library is
-  // built with -fno-math-errno, so sqrt is an instruction); absent outputs and parameters are read
-  // from and written to scratch instead (32 x 1024: a third of the call before, then a sixth).
+  // Column by column in one loop without branches, vectorized for the SIMD target
+  // (bn_forward_constants; the library is built with -fno-math-errno, so sqrt is an instruction);
+  // absent outputs and parameters are read from and written to scratch instead (32 x 1024: a third
+  // of the call before, then a sixth).
   S* mean_out = mean.empty() ? detail::scratch<S, 4>(static_cast<size_t>(2 * d)) : mean.data();
   S* rstd_out = rstd.empty() ? detail::scratch<S, 4>(static_cast<size_t>(2 * d)) + d : rstd.data();
-  const double eps = options.eps;
   const double* gm = detail::in_double<0>(gamma, d, 1.0);
   const double* bt = detail::in_double<1>(beta, d, 0.0);
-#pragma omp simd
-  for (int64_t c = 0; c < d; ++c) {
-    const double rs = 1.0 / std::sqrt(col_var[c] + eps);
-    mean_out[c] = static_cast<S>(col_mean[c]);
-    rstd_out[c] = static_cast<S>(rs);
-    const Split<C> m(col_mean[c]);
-    m_hi[c] = m.hi;
-    a[c] = static_cast<C>(rs * gm[c]);
-    cst[c] = static_cast<C>(bt[c] - static_cast<double>(m.lo) * static_cast<double>(a[c]));
-  }
-  const int nt = threads_for(rows * d, kMinWorkPerThread);
   const auto& ops = detail::row_ops<T>();
+  ops.bn_forward_constants(m_hi, a, cst, mean_out, rstd_out, col_mean, col_var, gm, bt, options.eps, d);
+  const int nt = threads_for(rows * d, kMinWorkPerThread);
   // Large outputs are streamed and the next rows of x prefetched, as in the row-wise norms.
   const bool stream = detail::stream_output(rows, d, sizeof(T));
   if (ops.bn_forward_rows != nullptr && (d == 64 || d == 128)) {  // each thread's rows in one call
@@ -384,7 +278,7 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   // (addnorm_bench batch_norm_bwd, side by side, GB/s): one thread f32 8192 x 768 10.6 -> 22.6,
   // 4096 x 4096 8.4 -> 15.6, 65536 x 64 22.6 -> 28.9; bf16 4096 x 4096 5.5 -> 15, 65536 x 64
   // 13.5 -> 36; two threads 2-3x. (Summing dy * (x - mean) and scaling by rstd afterwards was
-  // 5-10% faster for bf16, but overflows: see sum_grad_terms.)
+  // 5-10% faster for bf16, but overflows: see bn_grad_sums in src/simd/batch_norm_kernels.inc.)
   const ValidRows row_of(mask, rows, n);
   const detail::RowChunks chunks(n, 64);
   double* part = detail::scratch<double, 2>(static_cast<size_t>(chunks.count * 2 * d));  // [chunk][sd | st]
@@ -394,25 +288,12 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
     m[c] = static_cast<C>(mean[c]);
     s[c] = static_cast<C>(rstd[c]);
   }
+  const auto& ops = detail::row_ops<T>();
   parallel_for(chunks.count, threads_for(n * d, kMinWorkPerThread), [&](int64_t k) {
     double* sd = part + k * 2 * d;
-    double* st = sd + d;
-    std::fill(sd, sd + 2 * d, 0.0);
-    if constexpr (std::is_same_v<C, double>) {
-      sum_grad_terms(sd, st, m, s, x, dy, row_of, chunks.begin(k), chunks.end(k));
-    } else {
-      C* f1 = detail::scratch<C, 2>(static_cast<size_t>(2 * d));
-      C* f2 = f1 + d;
-      for (int64_t j = chunks.begin(k); j < chunks.end(k); j += kShiftedRun) {
-        std::fill(f1, f1 + 2 * d, C{0});
-        sum_grad_terms(f1, f2, m, s, x, dy, row_of, j, std::min(chunks.end(k), j + kShiftedRun));
-#pragma omp simd
-        for (int64_t c = 0; c < d; ++c) {
-          sd[c] += static_cast<double>(f1[c]);
-          st[c] += static_cast<double>(f2[c]);
-        }
-      }
-    }
+    C* f = detail::scratch<C, 2>(static_cast<size_t>(2 * d));
+    ops.bn_chunk_grad_sums(sd, sd + d, f, m, s, x.data(), x.stride(), dy.data(), dy.stride(), row_of.list(),
+                           chunks.begin(k), chunks.end(k), kShiftedRun, d);
   });
   const double* sums = part;
   if (chunks.count > 1) {
@@ -434,7 +315,6 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
     if (!dbeta.empty()) dbeta[c] = static_cast<T>(static_cast<double>(dbeta[c]) + sums[c]);
   }
   const int nt = threads_for(rows * d, kMinWorkPerThread);
-  const auto& ops = detail::row_ops<T>();
   // Large outputs are streamed and the next rows of x and dy prefetched, as in the forward.
   const bool stream = detail::stream_output(rows, d, sizeof(T));
   if (ops.bn_backward_rows != nullptr && (d == 64 || d == 128)) {  // each thread's rows in one call

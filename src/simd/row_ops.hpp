@@ -244,6 +244,25 @@ struct RowOps {
                                      int64_t dys, const float* x, int64_t xs, const float* ds, int64_t dss,
                                      const C* keep, const S* mean, const S* rstd, const T* g, const T* g_dx, C alpha,
                                      int64_t count, int64_t d, bool stream, int64_t ahead) = nullptr;
+  // BatchNorm's column statistics (batch_norm_kernels.inc), over the valid rows j of x (row j at
+  // x + of(j) * xs, of(j) = valid[j], or j for valid null), in row order. The forward's: ks, shift =
+  // the column means of the first `head` rows (in C; in double); a chunk's rows [begin, end) summed
+  // about k, s1 = sum(x - k), s2 = sum((x - k)^2), into double (overwritten), in C over runs of
+  // `run` rows (f: 2 d of C scratch) for f32 math; the same in double throughout, added to s1, s2
+  // (_wide: for the columns whose f32 sums overflowed); the moments from the sums (returns whether
+  // any column's shift was far off); the constants of the elementwise pass. The backward's: a
+  // chunk's sd = sum(dy), st = sum(dy * (x - m) * s), as the forward's chunk.
+  void (*bn_column_head)(C* ks, double* shift, const T* x, int64_t xs, const int64_t* valid, int64_t head, int64_t d);
+  void (*bn_chunk_sums)(double* s1, double* s2, C* f, const C* k, const T* x, int64_t xs, const int64_t* valid,
+                        int64_t begin, int64_t end, int64_t run, int64_t d);
+  void (*bn_column_sums_wide)(double* s1, double* s2, const double* k, const T* x, int64_t xs, const int64_t* valid,
+                              int64_t begin, int64_t end, int64_t d);
+  int (*bn_moments)(double* mean, double* var, uint8_t* far, const double* s1, const double* s2, const double* shift,
+                    double inv_n, int64_t d);
+  void (*bn_forward_constants)(C* m_hi, C* a, C* c, S* mean_out, S* rstd_out, const double* mean, const double* var,
+                               const double* gm, const double* bt, double eps, int64_t d);
+  void (*bn_chunk_grad_sums)(double* sd, double* st, C* f, const C* m, const C* s, const T* x, int64_t xs, const T* dy,
+                             int64_t dys, const int64_t* valid, int64_t begin, int64_t end, int64_t run, int64_t d);
   // BatchNorm's elementwise passes (per-column constants in C): y = (x - m_hi) * a + c and
   // dx = s * (dy * gm - k2 - (x - m) * s * k1).
   void (*bn_forward_row)(T* y, const T* x, const C* m_hi, const C* a, const C* c, int64_t d, bool stream,
