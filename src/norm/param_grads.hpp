@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include "addnorm/core/parallel.hpp"
+#include "simd/row_ops.hpp"
 #include "workspace.hpp"
 
 namespace addnorm::detail {
@@ -42,26 +44,20 @@ class ParamPartials {
 
   // dgamma[c] += ((p_0[c] + p_1[c]) + p_2[c]) + ... over the chunks in order (likewise dbeta).
   // The partials of chunk 0 accumulate the others, streaming over contiguous rows of partials;
-  // threads split the columns, so each column's order of additions never changes.
+  // threads split the columns, so each column's order of additions never changes. The loops run on
+  // the SIMD target (RowOps::param_reduce).
   template <class T>
   void reduce_into(std::span<T> dgamma_out, std::span<T> dbeta_out, int threads) const {
     if (!dg_ && !db_) return;
+    static_assert(std::is_same_v<S, stat_t<T>>);
     constexpr int64_t kBlock = 512;
     const int64_t d = d_, blocks = (d + kBlock - 1) / kBlock;
+    const auto& ops = row_ops<T>();
+    T* dg = dg_ ? dgamma_out.data() : nullptr;
+    T* db = db_ ? dbeta_out.data() : nullptr;
     parallel_for(blocks, static_cast<int>(std::min<int64_t>(threads, blocks)), [&](int64_t blk) {
       const int64_t c0 = blk * kBlock, c1 = std::min(d, c0 + kBlock);
-      S* acc = buf_;  // chunk 0: [dgamma d | dbeta d]
-      for (int64_t k = 1; k < chunks_; ++k) {
-        const S* part = buf_ + k * 2 * d;
-        if (dg_)
-          for (int64_t c = c0; c < c1; ++c) acc[c] += part[c];
-        if (db_)
-          for (int64_t c = c0; c < c1; ++c) acc[d + c] += part[d + c];
-      }
-      for (int64_t c = c0; c < c1; ++c) {
-        if (dg_) dgamma_out[c] = static_cast<T>(static_cast<S>(dgamma_out[c]) + acc[c]);
-        if (db_) dbeta_out[c] = static_cast<T>(static_cast<S>(dbeta_out[c]) + acc[d + c]);
-      }
+      ops.param_reduce(dg, db, buf_, chunks_, d, c0, c1);
     });
   }
 

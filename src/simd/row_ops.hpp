@@ -244,6 +244,10 @@ struct RowOps {
                                      int64_t dys, const float* x, int64_t xs, const float* ds, int64_t dss,
                                      const C* keep, const S* mean, const S* rstd, const T* g, const T* g_dx, C alpha,
                                      int64_t count, int64_t d, bool stream, int64_t ahead) = nullptr;
+  // The parameter gradients' partials reduced for the columns [c0, c1) (param_reduce in
+  // norm_backward.inc; buf: [chunk][dgamma d | dbeta d], chunk 0 accumulates): dgamma, dbeta +=
+  // the partials' sums in chunk order (each skipped when null).
+  void (*param_reduce)(T* dgamma, T* dbeta, S* buf, int64_t chunks, int64_t d, int64_t c0, int64_t c1);
   // BatchNorm's column statistics (batch_norm_kernels.inc), over the valid rows j of x (row j at
   // x + of(j) * xs, of(j) = valid[j], or j for valid null), in row order. The forward's: ks, shift =
   // the column means of the first `head` rows (in C; in double); a chunk's rows [begin, end) summed
