@@ -29,23 +29,15 @@ int64_t count_valid(std::span<const uint8_t> mask, int64_t rows) {
   return n;
 }
 
-// Row index of the j-th valid row (j < n): the identity without a mask, else from a list of the
-// valid rows in order (in per-thread scratch).
-class ValidRows {
- public:
-  ValidRows(std::span<const uint8_t> mask, int64_t rows, int64_t n) {
-    if (mask.empty()) return;
-    valid_ = detail::scratch<int64_t, 0>(static_cast<size_t>(n));
-    for (int64_t r = 0, j = 0; r < rows; ++r)
-      if (mask[r] != 0) valid_[j++] = r;
-  }
-  int64_t operator()(int64_t j) const { return valid_ != nullptr ? valid_[j] : j; }
-  // The list of valid rows, or null for all rows (as the column sums of RowOps take it).
-  const int64_t* list() const { return valid_; }
-
- private:
-  int64_t* valid_ = nullptr;
-};
+// The valid rows' indices in order (n of them, in per-thread scratch), or null without a mask: the
+// form the column sums of RowOps take (row j of the sums is valid[j], or j for null).
+const int64_t* valid_rows(std::span<const uint8_t> mask, int64_t rows, int64_t n) {
+  if (mask.empty()) return nullptr;
+  int64_t* valid = detail::scratch<int64_t, 0>(static_cast<size_t>(n));
+  for (int64_t r = 0, j = 0; r < rows; ++r)
+    if (mask[r] != 0) valid[j++] = r;
+  return valid;
+}
 
 // out[i] = sum over chunks k in order of part[k * width + i], i < width: the chunk partial sums of
 // the column passes added in chunk order.
@@ -76,7 +68,7 @@ template <class T>
 void column_mean_var(double* mean, double* var, View2D<const T> x, std::span<const uint8_t> mask, int64_t n) {
   const int64_t rows = x.rows(), d = x.cols();
   const double inv_n = 1.0 / static_cast<double>(n);
-  const ValidRows row_of(mask, rows, n);
+  const int64_t* valid = valid_rows(mask, rows, n);
   // Chunks of at least 64 rows: each chunk zeroes, sweeps and hands in two rows of d partial sums,
   // which for 8-row chunks cost more than the rows themselves (32 x 1024: one chunk instead of 4).
   const detail::RowChunks chunks(n, 64);
@@ -90,7 +82,7 @@ void column_mean_var(double* mean, double* var, View2D<const T> x, std::span<con
   using C = compute_t<T>;
   const auto& ops = detail::row_ops<T>();
   C* ks = detail::scratch<C, 1>(static_cast<size_t>(d));
-  ops.bn_column_head(ks, shift, x.data(), x.stride(), row_of.list(), std::min<int64_t>(n, 16), d);
+  ops.bn_column_head(ks, shift, x.data(), x.stride(), valid, std::min<int64_t>(n, 16), d);
   // The chunk sums in chunk order, s1 | s2 (d each), in double (`wide`) or, for f32 math, over runs
   // of kShiftedRun rows summed in f32 (this thread's scratch), each run's sums added in double:
   // twice the lanes of double, and partials that stay in L1. The whole forward, side by side:
@@ -103,12 +95,11 @@ void column_mean_var(double* mean, double* var, View2D<const T> x, std::span<con
       double* s2 = s1 + d;
       if (wide) {
         std::fill(s1, s1 + 2 * d, 0.0);
-        ops.bn_column_sums_wide(s1, s2, shift, x.data(), x.stride(), row_of.list(), chunks.begin(k), chunks.end(k), d);
+        ops.bn_column_sums_wide(s1, s2, shift, x.data(), x.stride(), valid, chunks.begin(k), chunks.end(k), d);
         return;
       }
       C* f = detail::scratch<C, 2>(static_cast<size_t>(2 * d));
-      ops.bn_chunk_sums(s1, s2, f, ks, x.data(), x.stride(), row_of.list(), chunks.begin(k), chunks.end(k), kShiftedRun,
-                        d);
+      ops.bn_chunk_sums(s1, s2, f, ks, x.data(), x.stride(), valid, chunks.begin(k), chunks.end(k), kShiftedRun, d);
     });
     if (chunks.count == 1) return static_cast<const double*>(part);  // one chunk: its own sums
     sum_chunks(t1, part, chunks.count, 2 * d);
@@ -279,7 +270,7 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   // 4096 x 4096 8.4 -> 15.6, 65536 x 64 22.6 -> 28.9; bf16 4096 x 4096 5.5 -> 15, 65536 x 64
   // 13.5 -> 36; two threads 2-3x. (Summing dy * (x - mean) and scaling by rstd afterwards was
   // 5-10% faster for bf16, but overflows: see bn_grad_sums in src/simd/batch_norm_kernels.inc.)
-  const ValidRows row_of(mask, rows, n);
+  const int64_t* valid = valid_rows(mask, rows, n);
   const detail::RowChunks chunks(n, 64);
   double* part = detail::scratch<double, 2>(static_cast<size_t>(chunks.count * 2 * d));  // [chunk][sd | st]
   C* m = detail::scratch<C, 1>(static_cast<size_t>(5 * d));  // mean; then rstd | gamma | c1 | c2
@@ -292,8 +283,8 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   parallel_for(chunks.count, threads_for(n * d, kMinWorkPerThread), [&](int64_t k) {
     double* sd = part + k * 2 * d;
     C* f = detail::scratch<C, 2>(static_cast<size_t>(2 * d));
-    ops.bn_chunk_grad_sums(sd, sd + d, f, m, s, x.data(), x.stride(), dy.data(), dy.stride(), row_of.list(),
-                           chunks.begin(k), chunks.end(k), kShiftedRun, d);
+    ops.bn_chunk_grad_sums(sd, sd + d, f, m, s, x.data(), x.stride(), dy.data(), dy.stride(), valid, chunks.begin(k),
+                           chunks.end(k), kShiftedRun, d);
   });
   const double* sums = part;
   if (chunks.count > 1) {
