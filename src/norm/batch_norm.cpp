@@ -197,7 +197,6 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
       col_var[c] = static_cast<double>(running_var[c]);
     }
   }
-  if (rows == 0) return;
 
   C* m_hi = detail::scratch<C, 1>(static_cast<size_t>(3 * d));
   C* a = m_hi + d;
@@ -212,6 +211,7 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
   const double* bt = detail::in_double<1>(beta, d, 0.0);
   const auto& ops = detail::row_ops<T>();
   ops.bn_forward_constants(m_hi, a, cst, mean_out, rstd_out, col_mean, col_var, gm, bt, options.eps, d);
+  if (rows == 0) return;  // (after the constants: inference writes the running statistics it used)
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   // Large outputs are streamed and the next rows of x prefetched, as in the row-wise norms.
   const bool stream = detail::stream_output(rows, d, sizeof(T));

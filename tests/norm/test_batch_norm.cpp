@@ -91,6 +91,24 @@ void run_case(const BnCase& k) {
   if (n == 0) {  // rows = 0 (or all padding): training is an error, backward a no-op
     Matrix<T> y(k.rows, k.d, k.layout);
     EXPECT_THROW(addnorm::batch_norm_forward<T>(y.view(), {}, {}, {}, {}, x.cview(), mask, g, b, opt), addnorm::Error);
+    // Inference writes the statistics it uses (the running ones) even with no row to normalize:
+    // rows = 0 once returned before writing them (found by the Python bindings' checks).
+    Matrix<S> mean = make_vector<S>(k.d, k.layout), rstd = make_vector<S>(k.d, k.layout);
+    Matrix<S> run_mean = make_vector<S>(k.d, k.layout), run_var = make_vector<S>(k.d, k.layout);
+    mean.fill(static_cast<S>(nan));
+    rstd.fill(static_cast<S>(nan));
+    run_mean.fill_normal(rng, 0.0, 1.0);
+    for (int64_t c = 0; c < k.d; ++c) run_var(0, c) = static_cast<S>(rng.uniform(0.5, 2.0));
+    addnorm::BatchNormOptions inference = opt;
+    inference.training = false;
+    addnorm::batch_norm_forward<T>(y.view(), mean.span(), rstd.span(), run_mean.span(), run_var.span(), x.cview(), mask,
+                                   g, b, inference);
+    for (int64_t c = 0; c < k.d; ++c) {
+      EXPECT_EQ(mean(0, c), run_mean(0, c)) << "column " << c;
+      const double want = 1.0 / std::sqrt(static_cast<double>(run_var(0, c)) + opt.eps);
+      EXPECT_NEAR(static_cast<double>(rstd(0, c)), want, 4 * std::numeric_limits<S>::epsilon() * want)
+          << "column " << c;
+    }
     return;
   }
   const std::vector<double> xd = x.packed(), dyd = dy.packed();

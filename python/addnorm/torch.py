@@ -1,0 +1,256 @@
+"""PyTorch autograd functions and ``torch.nn`` modules on top of addnorm's NumPy API.
+
+Forward and backward of every function here are addnorm's kernels (``addnorm._addnorm``), called
+on the tensors' memory through NumPy: CPU tensors of dtype float32, float64, float16 or bfloat16
+(bfloat16 travels as its bit patterns, ``uint16`` on the NumPy side). Arithmetic is f32 (f64 for
+float64 data); the saved statistics are float32 (float64 for float64 data).
+
+- ``layer_norm(x, weight=None, bias=None, eps=1e-5)``
+- ``rms_norm(x, weight=None, eps=1e-5)``
+- ``add_norm(h, f, weight=None, bias=None, kind="layer", eps=1e-5, alpha=1.0, p=0.0, seed=0,
+  offset=0)`` -> ``(s, y)`` with ``s = alpha * h + Dropout(f)`` and ``y = Norm(s)``
+- ``LayerNorm(d, eps=1e-5, elementwise_affine=True)`` and ``RMSNorm(d, eps=1e-5)`` modules.
+
+Inputs have any leading shape ``(..., d)``; only the last dimension is normalized (PyTorch's
+``normalized_shape`` is always ``(d,)``), and weight and bias have shape ``(d,)`` and the data's
+dtype. The backward is first-order only (no double backward).
+
+Dropout in ``add_norm`` is not stored: the backward regenerates the mask from ``(p, seed,
+offset)``. The caller must pass a new ``seed`` (or a new ``offset``) for every training step and
+every call site, otherwise the same elements are dropped every time.
+"""
+import numpy as np
+import torch
+
+from . import _addnorm as _C
+
+__all__ = ["layer_norm", "rms_norm", "add_norm", "LayerNorm", "RMSNorm"]
+
+_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def _check(fn, name, t, dtype=None, shape=None):
+    """Raises TypeError/ValueError naming addnorm.torch.<fn> unless t fits."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"[addnorm.torch.{fn}] {name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.device.type != "cpu":
+        raise TypeError(f"[addnorm.torch.{fn}] {name} is on device {t.device}; only CPU tensors are supported")
+    if t.dtype not in _DTYPES:
+        raise TypeError(f"[addnorm.torch.{fn}] {name} has dtype {t.dtype}; expected float32, float64, float16 "
+                        "or bfloat16")
+    if dtype is not None and t.dtype != dtype:
+        raise TypeError(f"[addnorm.torch.{fn}] {name} has dtype {t.dtype}; expected {dtype}")
+    if shape is not None and tuple(t.shape) != shape:
+        raise ValueError(f"[addnorm.torch.{fn}] {name} has shape {tuple(t.shape)}; expected {shape}")
+
+
+def _check_args(fn, x, name="x", **params):
+    """Checks data x (shape (..., d), d > 0) and the parameters given (shape (d,), x's dtype)."""
+    _check(fn, name, x)
+    if x.dim() < 1 or x.shape[-1] < 1:
+        raise ValueError(f"[addnorm.torch.{fn}] {name} has shape {tuple(x.shape)}; expected (..., d) with d > 0")
+    for pname, t in params.items():
+        if t is not None:
+            _check(fn, pname, t, x.dtype, (x.shape[-1],))
+
+
+def _np(t):
+    """A NumPy array with t's memory (contiguous copy if needed); None stays None."""
+    if t is None:
+        return None
+    t = t.detach().contiguous()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
+
+
+def _tensor(a, dtype=None):
+    """A tensor from a kernel's output array; dtype=torch.bfloat16 reinterprets uint16 bits."""
+    if a is None:
+        return None
+    a = np.asarray(a)
+    if not a.flags.writeable or not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a).copy()
+    if dtype == torch.bfloat16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+class _LayerNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps):
+        y, mean, rstd = _C.layer_norm_forward(_np(x), _np(weight), _np(bias), eps=eps)
+        ctx.save_for_backward(x, weight, _tensor(mean), _tensor(rstd))
+        return _tensor(y, x.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        x, weight, mean, rstd = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        if dy is None or not (need_x or need_w or need_b):
+            return None, None, None, None
+        dx, dw, db = _C.layer_norm_backward(_np(dy), _np(x), _np(mean), _np(rstd), _np(weight),
+                                            param_grads=bool(need_w or need_b))
+        return (_tensor(dx, x.dtype) if need_x else None, _tensor(dw, x.dtype) if need_w else None,
+                _tensor(db, x.dtype) if need_b else None, None)
+
+
+class _RMSNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = _C.rms_norm_forward(_np(x), _np(weight), eps=eps)
+        ctx.save_for_backward(x, weight, _tensor(rstd))
+        return _tensor(y, x.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        need_x, need_w = ctx.needs_input_grad[:2]
+        if dy is None or not (need_x or need_w):
+            return None, None, None
+        dx, dw = _C.rms_norm_backward(_np(dy), _np(x), _np(rstd), _np(weight), param_grads=bool(need_w))
+        return _tensor(dx, x.dtype) if need_x else None, _tensor(dw, x.dtype) if need_w else None, None
+
+
+class _AddNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, f, weight, bias, kind, eps, alpha, p, seed, offset):
+        ctx.set_materialize_grads(False)  # an unused output's gradient arrives as None
+        opts = dict(kind=kind, alpha=alpha, p=p, seed=seed, offset=offset)
+        s, y, mean, rstd = _C.add_norm_forward(_np(h), _np(f), _np(weight), _np(bias), eps=eps, **opts)
+        s, y = _tensor(s, h.dtype), _tensor(y, f.dtype)
+        ctx.save_for_backward(s, weight, _tensor(mean), _tensor(rstd))
+        ctx.opts, ctx.h_dtype, ctx.f_dtype = opts, h.dtype, f.dtype
+        return s, y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, ds, dy):
+        s, weight, mean, rstd = ctx.saved_tensors
+        need_h, need_f, need_w, need_b = ctx.needs_input_grad[:4]
+        if (ds is None and dy is None) or not (need_h or need_f or need_w or need_b):
+            return (None,) * 10
+        if dy is None:  # y unused: only the residual stream's gradient flows
+            dy = torch.zeros(s.shape, dtype=ctx.f_dtype)
+        dh, df, dw, db = _C.add_norm_backward(_np(dy), _np(s), _np(mean), _np(rstd), _np(weight), _np(ds),
+                                              param_grads=bool(need_w or need_b), **ctx.opts)
+        return (_tensor(dh, ctx.h_dtype) if need_h else None, _tensor(df, ctx.f_dtype) if need_f else None,
+                _tensor(dw, ctx.f_dtype) if need_w else None, _tensor(db, ctx.f_dtype) if need_b else None,
+                None, None, None, None, None, None)
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5):
+    """LayerNorm over the last dimension of x (``F.layer_norm(x, (d,), weight, bias, eps)``)."""
+    _check_args("layer_norm", x, weight=weight, bias=bias)
+    return _LayerNormFunction.apply(x, weight, bias, float(eps))
+
+
+def rms_norm(x, weight=None, eps=1e-5):
+    """RMSNorm over the last dimension: ``x / sqrt(mean(x**2, -1) + eps) * weight``."""
+    _check_args("rms_norm", x, weight=weight)
+    return _RMSNormFunction.apply(x, weight, float(eps))
+
+
+def add_norm(h, f, weight=None, bias=None, kind="layer", eps=1e-5, alpha=1.0, p=0.0, seed=0, offset=0):
+    """Fused residual add, dropout and norm: returns ``(s, y)``, ``s = alpha * h + Dropout(f)``,
+    ``y = Norm(s)`` with Norm = LayerNorm (``kind="layer"``) or RMSNorm (``kind="rms"``, no bias).
+
+    Dropout (probability p, kept values scaled by 1 / (1 - p)) is a counter-based mask of
+    ``(seed, offset)``, regenerated in backward: pass a new seed or offset every training step.
+    h may be float32 while f, weight and bias are float16 or bfloat16 (an f32 residual stream):
+    s then has h's dtype and y f's dtype. Otherwise h and f have the same dtype.
+    """
+    fn = "add_norm"
+    _check_args(fn, h, "h")
+    _check_args(fn, f, "f", weight=weight, bias=bias)
+    if tuple(h.shape) != tuple(f.shape):
+        raise ValueError(f"[addnorm.torch.{fn}] h has shape {tuple(h.shape)} but f has shape {tuple(f.shape)}")
+    if h.dtype != f.dtype and not (h.dtype == torch.float32 and f.dtype in (torch.float16, torch.bfloat16)):
+        raise TypeError(f"[addnorm.torch.{fn}] h has dtype {h.dtype} and f {f.dtype}; expected the same dtype, "
+                        "or h float32 with f float16/bfloat16")
+    if kind not in ("layer", "rms"):
+        raise ValueError(f"[addnorm.torch.{fn}] kind must be 'layer' or 'rms', got {kind!r}")
+    if kind == "rms" and bias is not None:
+        raise ValueError(f"[addnorm.torch.{fn}] kind='rms' takes no bias")
+    if not 0.0 <= float(p) <= 1.0:
+        raise ValueError(f"[addnorm.torch.{fn}] dropout p must be in [0, 1], got {p}")
+    return _AddNormFunction.apply(h, f, weight, bias, kind, float(eps), float(alpha), float(p), int(seed),
+                                  int(offset))
+
+
+def _dim(cls, d):
+    """d as an int: an int or a 1-tuple (normalized_shape = (d,) only)."""
+    if isinstance(d, (tuple, list, torch.Size)):
+        if len(d) != 1:
+            raise ValueError(f"[addnorm.torch.{cls}] normalizes the last dimension only: normalized_shape must "
+                             f"be (d,), got {tuple(d)}")
+        d = d[0]
+    if int(d) < 1:
+        raise ValueError(f"[addnorm.torch.{cls}] d must be > 0, got {d}")
+    return int(d)
+
+
+class LayerNorm(torch.nn.Module):
+    """Drop-in for ``torch.nn.LayerNorm(d)`` (normalized_shape ``(d,)`` only), run by addnorm.
+
+    Parameters ``weight`` (ones) and ``bias`` (zeros) of shape (d,) when ``elementwise_affine``,
+    named as in torch.nn.LayerNorm so that state dicts load either way. ``device`` and ``dtype``
+    place the parameters; the input must have the parameters' dtype and be on the CPU.
+    """
+
+    def __init__(self, d, eps=1e-5, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        d = _dim("LayerNorm", d)
+        self.normalized_shape = (d,)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = torch.nn.Parameter(torch.empty(d, device=device, dtype=dtype))
+            self.bias = torch.nn.Parameter(torch.empty(d, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.elementwise_affine:
+            torch.nn.init.ones_(self.weight)
+            torch.nn.init.zeros_(self.bias)
+
+    def forward(self, x):
+        return layer_norm(x, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class RMSNorm(torch.nn.Module):
+    """RMSNorm over the last dimension (Zhang and Sennrich 2019), run by addnorm.
+
+    Parameter ``weight`` of shape (d,), initialized to ones (none when ``elementwise_affine`` is
+    False). ``device`` and ``dtype`` place it; the input must have its dtype and be on the CPU.
+    """
+
+    def __init__(self, d, eps=1e-5, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        d = _dim("RMSNorm", d)
+        self.normalized_shape = (d,)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = torch.nn.Parameter(torch.empty(d, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.elementwise_affine:
+            torch.nn.init.ones_(self.weight)
+
+    def forward(self, x):
+        return rms_norm(x, self.weight, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"

@@ -1,0 +1,401 @@
+#!/usr/bin/python3
+"""Checks addnorm.torch (the autograd functions and nn modules on top of the NumPy bindings).
+
+Run with the build tree's package on the path:
+    PYTHONPATH=build/release/python /usr/bin/python3 tests/python/torch_bindings_check.py
+
+Groups (one line each; exits 1 listing every failure, 0 when all pass):
+  gradcheck   torch.autograd.gradcheck in float64 on (3, 5) and (2, 3, 7): layer_norm with and
+              without weight/bias (and with only some inputs requiring grad), rms_norm, add_norm
+              (kind layer and rms, alpha 0.8, p 0 and 0.3 with a fixed seed; outputs (s, y), only
+              y, only s).
+  layer_norm  float32 forward and backward (y, dx, dweight, dbias) against F.layer_norm on
+              (8, 768), (4, 16, 64), (2, 1000): max error <= 1e-5 * max |ref|.
+  rms_norm    the same against RMSNorm written in torch ops.
+  add_norm    p = 0 against h * alpha + f followed by F.layer_norm / RMSNorm (s, y, dh, df, dw,
+              db); p = 0.5: dropped elements (s == h exactly) match dropout_keep, kept ones have
+              s = h + 2 f, and df = 0 where dropped, 2 * ds_total where kept, dh = ds_total.
+  16-bit      bfloat16 and float16: outputs within 2 ulps (of the storage type, times max |ref|)
+              of the float32 torch result on the same rounded inputs, then rounded; gradients have
+              the dtype, are finite and close; add_norm with an f32 residual stream (h float32,
+              f bf16/f16) keeps s float32.
+  modules     LayerNorm as a drop-in for torch.nn.LayerNorm (state dicts, outputs, parameter
+              grads, device/dtype kwargs, no affine); RMSNorm; Linear -> LayerNorm -> Linear
+              trained 20 SGD steps: the loss decreases and tracks torch.nn.LayerNorm's.
+  edge        1-D input, non-contiguous input and gradient, zero rows, repeatability.
+  errors      int tensors, wrong weight shape or dtype, bad kind/p/eps raise TypeError or
+              ValueError naming the function (CUDA tensors: skipped without CUDA).
+"""
+import sys
+import time
+import traceback
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import addnorm
+import addnorm.torch as at
+
+torch.set_num_threads(2)
+START = time.time()
+failures = []
+
+
+class Group:
+    def __init__(self, name):
+        self.name, self.checks, self.fails = name, 0, 0
+
+    def check(self, ok, msg):
+        self.checks += 1
+        if not ok:
+            self.fails += 1
+            failures.append(f"{self.name}: {msg}")
+
+    def run(self, body):
+        t0 = time.time()
+        try:
+            body(self)
+        except Exception as e:  # noqa: BLE001  an unexpected error fails the group, not the script
+            line = traceback.extract_tb(e.__traceback__)[-1]
+            self.check(False, f"unexpected {type(e).__name__} at {line.name}:{line.lineno}: {e}")
+        status = "ok" if self.fails == 0 else f"{self.fails} FAILED"
+        print(f"{self.name:11s} {status} ({self.checks} checks, {time.time() - t0:.1f} s)", flush=True)
+
+
+def rel_err(a, ref):
+    """max |a - ref| / max |ref|, in float64; inf on a shape or dtype mismatch or non-finite a."""
+    if a is None or tuple(a.shape) != tuple(ref.shape):
+        return float("inf")
+    a, ref = a.detach().double(), ref.detach().double()
+    if not torch.isfinite(a).all():
+        return float("inf")
+    if a.numel() == 0:
+        return 0.0
+    return float((a - ref).abs().max() / max(float(ref.abs().max()), 1e-30))
+
+
+def close(g, what, a, ref, tol):
+    e = rel_err(a, ref)
+    g.check(e <= tol, f"{what}: relative error {e:.3g} > {tol:.3g}")
+
+
+def leaf(t):
+    return t.detach().clone().requires_grad_(True)
+
+
+def raises(g, what, exc, fn_name, f):
+    try:
+        f()
+    except exc as e:
+        g.check(fn_name in str(e), f"{what}: {type(e).__name__} message does not name {fn_name}: {e}")
+    except Exception as e:  # noqa: BLE001
+        g.check(False, f"{what}: expected {exc.__name__ if isinstance(exc, type) else exc}, got "
+                f"{type(e).__name__}: {e}")
+    else:
+        g.check(False, f"{what}: no exception")
+
+
+def gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(shape, seed, dtype=torch.float32, scale=1.0, shift=0.0):
+    return (torch.randn(shape, generator=gen(seed), dtype=torch.float64) * scale + shift).to(dtype)
+
+
+def rms_ref(x, w=None, eps=1e-5):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y if w is None else y * w
+
+
+def grads(ts):
+    return [None if t is None else t.grad for t in ts]
+
+
+# ---------------------------------------------------------------------------------------------
+def g_gradcheck(g):
+    def gc(what, fn, inputs):
+        try:
+            ok = torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-4, raise_exception=True)
+        except Exception as e:  # noqa: BLE001
+            ok, what = False, f"{what}: {type(e).__name__}: {str(e)[:300]}"
+        g.check(ok, f"gradcheck {what}")
+
+    d64 = torch.float64
+    for shape in [(3, 5), (2, 3, 7)]:
+        d = shape[-1]
+        x = leaf(randn(shape, 1, d64, 2.0, 0.5))
+        w, b = leaf(randn((d,), 2, d64, 1.0, 1.0)), leaf(randn((d,), 3, d64))
+        wn, bn = w.detach(), b.detach()  # present but frozen
+        gc(f"layer_norm {shape} x,w,b", lambda x, w, b: at.layer_norm(x, w, b), (x, w, b))
+        gc(f"layer_norm {shape} x", lambda x: at.layer_norm(x), (x,))
+        gc(f"layer_norm {shape} x (frozen w,b)", lambda x: at.layer_norm(x, wn, bn), (x,))
+        gc(f"layer_norm {shape} w,b only", lambda w, b: at.layer_norm(x.detach(), w, b), (w, b))
+        gc(f"layer_norm {shape} x,b (no weight)", lambda x, b: at.layer_norm(x, None, b, eps=1e-3), (x, b))
+        gc(f"layer_norm {shape} x,w (no bias)", lambda x, w: at.layer_norm(x, w), (x, w))
+        gc(f"rms_norm {shape} x,w", lambda x, w: at.rms_norm(x, w), (x, w))
+        gc(f"rms_norm {shape} x", lambda x: at.rms_norm(x, eps=1e-3), (x,))
+        h, f = leaf(randn(shape, 4, d64)), leaf(randn(shape, 5, d64))
+        for kind in ["layer", "rms"]:
+            for p in [0.0, 0.3]:
+                kw = dict(kind=kind, alpha=0.8, p=p, seed=42, offset=3)
+                if kind == "layer":
+                    args, call = (h, f, w, b), (lambda h, f, w, b: at.add_norm(h, f, w, b, **kw))
+                else:
+                    args, call = (h, f, w), (lambda h, f, w: at.add_norm(h, f, w, **kw))
+                tag = f"add_norm {shape} {kind} p={p}"
+                gc(f"{tag} (s, y)", call, args)
+                gc(f"{tag} y only", lambda *a: call(*a)[1], args)
+                gc(f"{tag} s only", lambda *a: call(*a)[0], args)
+                gc(f"{tag} h,f only, (s, y)", lambda h, f: call(h, f, *args[2:]), (h, f))
+        gc(f"add_norm {shape} layer h,f,b (no weight)",
+           lambda h, f, b: at.add_norm(h, f, None, b, alpha=0.8, p=0.3, seed=7), (h, f, b))
+        gc(f"add_norm {shape} rms h,f (no weight)", lambda h, f: at.add_norm(h, f, kind="rms", p=0.3, seed=7), (h, f))
+
+
+def g_layer_norm(g):
+    for i, shape in enumerate([(8, 768), (4, 16, 64), (2, 1000)]):
+        d = shape[-1]
+        x = randn(shape, 10 + i, scale=3.0, shift=1.5)
+        w, b = randn((d,), 20 + i, shift=1.0), randn((d,), 30 + i)
+        dy = randn(shape, 40 + i)
+        ours, ref = [leaf(t) for t in (x, w, b)], [leaf(t) for t in (x, w, b)]
+        yo = at.layer_norm(*ours, eps=1e-5)
+        yr = F.layer_norm(ref[0], (d,), ref[1], ref[2], 1e-5)
+        yo.backward(dy)
+        yr.backward(dy)
+        g.check(yo.dtype == torch.float32, f"{shape}: y dtype {yo.dtype}")
+        close(g, f"{shape} y", yo, yr, 1e-5)
+        for name, a, r in zip(["dx", "dweight", "dbias"], grads(ours), grads(ref)):
+            close(g, f"{shape} {name}", a, r, 1e-5)
+
+
+def g_rms_norm(g):
+    for i, shape in enumerate([(8, 768), (4, 16, 64), (2, 1000)]):
+        d = shape[-1]
+        x, w, dy = randn(shape, 50 + i, scale=3.0, shift=1.5), randn((d,), 60 + i, shift=1.0), randn(shape, 70 + i)
+        ours, ref = [leaf(t) for t in (x, w)], [leaf(t) for t in (x, w)]
+        yo, yr = at.rms_norm(*ours, eps=1e-5), rms_ref(*ref, eps=1e-5)
+        yo.backward(dy)
+        yr.backward(dy)
+        close(g, f"{shape} y", yo, yr, 1e-5)
+        for name, a, r in zip(["dx", "dweight"], grads(ours), grads(ref)):
+            close(g, f"{shape} {name}", a, r, 1e-5)
+
+
+def g_add_norm(g):
+    alpha = 0.8
+    for kind in ["layer", "rms"]:
+        for i, shape in enumerate([(8, 768), (4, 16, 64)]):
+            d = shape[-1]
+            h, f = randn(shape, 80 + i, scale=2.0, shift=0.5), randn(shape, 90 + i)
+            w, b = randn((d,), 100 + i, shift=1.0), randn((d,), 110 + i)
+            gs, gy = randn(shape, 120 + i), randn(shape, 130 + i)
+            if kind == "layer":
+                ours, ref = [leaf(t) for t in (h, f, w, b)], [leaf(t) for t in (h, f, w, b)]
+                so, yo = at.add_norm(*ours, kind="layer", alpha=alpha)
+                sr = ref[0] * alpha + ref[1]
+                yr = F.layer_norm(sr, (d,), ref[2], ref[3], 1e-5)
+            else:
+                ours, ref = [leaf(t) for t in (h, f, w)], [leaf(t) for t in (h, f, w)]
+                so, yo = at.add_norm(*ours, kind="rms", alpha=alpha)
+                sr = ref[0] * alpha + ref[1]
+                yr = rms_ref(sr, ref[2])
+            ((so * gs).sum() + (yo * gy).sum()).backward()
+            ((sr * gs).sum() + (yr * gy).sum()).backward()
+            close(g, f"{kind} {shape} s", so, sr, 1e-6)
+            close(g, f"{kind} {shape} y", yo, yr, 1e-5)
+            for name, a, r in zip(["dh", "df", "dweight", "dbias"], grads(ours), grads(ref)):
+                close(g, f"{kind} {shape} {name}", a, r, 1e-5)
+
+    # dropout p = 0.5, alpha = 1: dropped elements have s == h exactly
+    shape, d, p, seed, offset = (16, 256), 256, 0.5, 1234, 77
+    h, f = randn(shape, 140, shift=0.5), randn(shape, 141)
+    w, b = randn((d,), 142, shift=1.0), randn((d,), 143)
+    gs, gy = randn(shape, 144), randn(shape, 145)
+    hl, fl, wl, bl = [leaf(t) for t in (h, f, w, b)]
+    s, y = at.add_norm(hl, fl, wl, bl, p=p, seed=seed, offset=offset)
+    ((s * gs).sum() + (y * gy).sum()).backward()
+    dropped = (s == h)
+    keep = torch.from_numpy(np.asarray(addnorm.dropout_keep(h.numel(), p, seed, offset), dtype=bool)).reshape(shape)
+    frac = float(dropped.double().mean())
+    g.check(0.45 < frac < 0.55, f"p=0.5: dropped fraction {frac:.3f}")
+    g.check(bool((dropped == ~keep).all()), f"p=0.5: {int((dropped == keep).sum())} elements where s == h "
+            "disagrees with dropout_keep(n, p, seed, offset)")
+    close(g, "p=0.5 kept s = h + 2 f", torch.where(keep, s, h), torch.where(keep, h + 2 * f, h), 1e-6)
+    close(g, "p=0.5 y = LayerNorm(s)", y, F.layer_norm(s.detach(), (d,), w, b, 1e-5), 1e-5)
+    sl = leaf(s)  # ds_total = gs + d(y . gy)/ds
+    (F.layer_norm(sl, (d,), w, b, 1e-5) * gy).sum().backward()
+    ds_total = sl.grad + gs
+    g.check(bool((fl.grad[~keep] == 0).all()), "p=0.5: df != 0 on dropped elements")
+    close(g, "p=0.5 df = 2 ds_total on kept", fl.grad, torch.where(keep, 2 * ds_total, torch.zeros(())), 1e-5)
+    close(g, "p=0.5 dh = ds_total", hl.grad, ds_total, 1e-5)
+    s2, _ = at.add_norm(h, f, w, b, p=p, seed=seed, offset=offset + h.numel())
+    g.check(bool(((s2 == h) != dropped).any()), "p=0.5: a new offset gives the same mask")
+    s3, _ = at.add_norm(h, f, w, b, p=p, seed=seed, offset=offset)
+    g.check(torch.equal(s3, s.detach()), "p=0.5: the same (seed, offset) gives a different s")
+
+
+def g_16bit(g):
+    shape, d = (16, 256), 256
+    for dt in [torch.bfloat16, torch.float16]:
+        ulp = torch.finfo(dt).eps
+        x, w, b = randn(shape, 150, dt, 2.0, 1.0), randn((d,), 151, dt, 1.0, 1.0), randn((d,), 152, dt)
+        dy = randn(shape, 153, dt)
+        ours, ref = [leaf(t) for t in (x, w, b)], [leaf(t.float()) for t in (x, w, b)]
+        yo = at.layer_norm(*ours)
+        yr = F.layer_norm(ref[0], (d,), ref[1], ref[2], 1e-5)
+        g.check(yo.dtype == dt, f"{dt} layer_norm y dtype {yo.dtype}")
+        close(g, f"{dt} layer_norm y", yo, yr.detach().to(dt), 2 * ulp)
+        yo.backward(dy)
+        yr.backward(dy.float())
+        for name, a, r in zip(["dx", "dweight", "dbias"], grads(ours), grads(ref)):
+            g.check(a is not None and a.dtype == dt and bool(torch.isfinite(a).all()),
+                    f"{dt} layer_norm {name}: {None if a is None else a.dtype}, finite or not")
+            close(g, f"{dt} layer_norm {name}", a, r.to(dt), 4 * ulp)
+        xo, wo = leaf(x), leaf(w)
+        yo = at.rms_norm(xo, wo)
+        close(g, f"{dt} rms_norm y", yo, rms_ref(x.float(), w.float()).to(dt), 2 * ulp)
+        yo.backward(dy)
+        g.check(xo.grad.dtype == dt and bool(torch.isfinite(xo.grad).all()), f"{dt} rms_norm dx dtype/finite")
+        g.check(wo.grad.dtype == dt and bool(torch.isfinite(wo.grad).all()), f"{dt} rms_norm dweight dtype/finite")
+
+        # f32 residual stream: h float32, f (and y, weight, bias) 16-bit
+        for hdt in [torch.float32, dt]:
+            h, f = randn(shape, 154, hdt), randn(shape, 155, dt)
+            hl, fl, wl, bl = [leaf(t) for t in (h, f, w, b)]
+            s, y = at.add_norm(hl, fl, wl, bl, alpha=0.8)
+            tag = f"add_norm h {hdt} f {dt}"
+            g.check(s.dtype == hdt and y.dtype == dt, f"{tag}: s {s.dtype}, y {y.dtype}")
+            sr = (h.float() * 0.8 + f.float()).to(hdt)
+            close(g, f"{tag} s", s, sr, 1e-6 if hdt == torch.float32 else ulp)
+            close(g, f"{tag} y", y, F.layer_norm(s.detach().float(), (d,), w.float(), b.float(), 1e-5).to(dt), 2 * ulp)
+            ((s.float() * randn(shape, 156)).sum() + (y.float() * randn(shape, 157)).sum()).backward()
+            for name, t, want in [("dh", hl, hdt), ("df", fl, dt), ("dweight", wl, dt), ("dbias", bl, dt)]:
+                g.check(t.grad is not None and t.grad.dtype == want and bool(torch.isfinite(t.grad).all()),
+                        f"{tag}: {name} is {None if t.grad is None else t.grad.dtype}, want finite {want}")
+
+
+def g_modules(g):
+    d = 48
+    ref, ours = torch.nn.LayerNorm(d), at.LayerNorm(d)
+    g.check(torch.equal(ours.weight, torch.ones(d)) and torch.equal(ours.bias, torch.zeros(d)),
+            "LayerNorm init is not ones/zeros")
+    g.check([n for n, _ in ours.named_parameters()] == ["weight", "bias"], "LayerNorm parameter names")
+    with torch.no_grad():
+        ref.weight.copy_(randn((d,), 160, shift=1.0))
+        ref.bias.copy_(randn((d,), 161))
+    ours.load_state_dict(ref.state_dict())
+    x = randn((5, 7, d), 162, scale=2.0)
+    xo, xr = leaf(x), leaf(x)
+    yo, yr = ours(xo), ref(xr)
+    close(g, "LayerNorm y", yo, yr, 1e-5)
+    dy = randn(x.shape, 163)
+    yo.backward(dy)
+    yr.backward(dy)
+    close(g, "LayerNorm dx", xo.grad, xr.grad, 1e-5)
+    close(g, "LayerNorm dweight", ours.weight.grad, ref.weight.grad, 1e-5)
+    close(g, "LayerNorm dbias", ours.bias.grad, ref.bias.grad, 1e-5)
+    ref.load_state_dict(ours.state_dict())  # and back
+    m64 = at.LayerNorm(d, dtype=torch.float64, device="cpu")
+    g.check(m64.weight.dtype == torch.float64 and m64.bias.dtype == torch.float64, "LayerNorm dtype kwarg")
+    close(g, "LayerNorm float64", m64(x.double()), F.layer_norm(x.double(), (d,)), 1e-12)
+    na = at.LayerNorm(d, eps=1e-3, elementwise_affine=False)
+    g.check(len(list(na.parameters())) == 0 and na.weight is None, "LayerNorm(elementwise_affine=False) params")
+    close(g, "LayerNorm no affine", na(x), F.layer_norm(x, (d,), eps=1e-3), 1e-5)
+    g.check("48" in repr(ours), f"repr {ours!r}")
+    rm = at.RMSNorm(d)
+    g.check([n for n, _ in rm.named_parameters()] == ["weight"] and torch.equal(rm.weight, torch.ones(d)),
+            "RMSNorm parameters")
+    with torch.no_grad():
+        rm.weight.copy_(randn((d,), 164, shift=1.0))
+    close(g, "RMSNorm y", rm(x), rms_ref(x, rm.weight), 1e-5)
+
+    # a tiny model trained 20 SGD steps with each LayerNorm
+    X, W = randn((64, 16), 170), randn((16, 1), 171)
+    Y = torch.tanh(X @ W) + 0.1 * randn((64, 1), 172)
+    torch.manual_seed(0)
+    mr = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.Linear(32, 1))
+    mo = torch.nn.Sequential(torch.nn.Linear(16, 32), at.LayerNorm(32), torch.nn.Linear(32, 1))
+    mo.load_state_dict(mr.state_dict())
+    losses = {}
+    for name, m in [("torch", mr), ("addnorm", mo)]:
+        opt = torch.optim.SGD(m.parameters(), lr=0.05)
+        losses[name] = []
+        for _ in range(20):
+            opt.zero_grad()
+            loss = F.mse_loss(m(X), Y)
+            loss.backward()
+            opt.step()
+            losses[name].append(float(loss))
+    lo, lr = losses["addnorm"], losses["torch"]
+    g.check(lo[-1] < 0.8 * lo[0], f"training: loss {lo[0]:.4f} -> {lo[-1]:.4f} did not decrease by 20%")
+    dev = max(abs(a - r) for a, r in zip(lo, lr)) / lr[0]
+    g.check(dev < 1e-4, f"training: losses differ from torch.nn.LayerNorm's by {dev:.3g} (relative)")
+
+
+def g_edge(g):
+    x1 = randn((7,), 180, scale=2.0)
+    xo, xr = leaf(x1), leaf(x1)
+    yo, yr = at.layer_norm(xo), F.layer_norm(xr, (7,))
+    close(g, "1-D y", yo, yr, 1e-5)
+    yo.backward(torch.arange(7.0))
+    yr.backward(torch.arange(7.0))
+    close(g, "1-D dx", xo.grad, xr.grad, 1e-5)
+    # non-contiguous input, and an expanded (stride 0) gradient from sum()
+    base, w, b = randn((12, 9), 181, scale=2.0), randn((12,), 182), randn((12,), 183)
+    ours, ref = [leaf(t) for t in (base, w, b)], [leaf(t) for t in (base, w, b)]
+    yo = at.layer_norm(ours[0].t(), ours[1], ours[2])
+    yr = F.layer_norm(ref[0].t(), (12,), ref[1], ref[2])
+    close(g, "transposed y", yo, yr, 1e-5)
+    yo.sum().backward()
+    yr.sum().backward()
+    for name, a, r in zip(["dx", "dweight", "dbias"], grads(ours), grads(ref)):
+        close(g, f"transposed, sum() {name}", a, r, 1e-5)
+    # zero rows
+    x0, w0 = leaf(torch.zeros(0, 8)), leaf(torch.ones(8))
+    y0 = at.layer_norm(x0, w0)
+    g.check(tuple(y0.shape) == (0, 8), f"zero rows: y shape {tuple(y0.shape)}")
+    y0.sum().backward()
+    g.check(tuple(x0.grad.shape) == (0, 8) and torch.equal(w0.grad, torch.zeros(8)), "zero rows: grads")
+    # repeatability
+    x = randn((32, 300), 184)
+    g.check(torch.equal(at.layer_norm(x), at.layer_norm(x)), "layer_norm not repeatable")
+
+
+def g_errors(g):
+    x = randn((4, 3), 190)
+    raises(g, "layer_norm int32", TypeError, "layer_norm", lambda: at.layer_norm(torch.ones(4, 3, dtype=torch.int32)))
+    raises(g, "rms_norm int64", TypeError, "rms_norm", lambda: at.rms_norm(torch.ones(4, 3, dtype=torch.int64)))
+    raises(g, "add_norm int", TypeError, "add_norm",
+           lambda: at.add_norm(torch.ones(4, 3, dtype=torch.int32), torch.ones(4, 3, dtype=torch.int32)))
+    raises(g, "layer_norm weight shape", ValueError, "layer_norm", lambda: at.layer_norm(x, torch.ones(4)))
+    raises(g, "layer_norm bias shape", ValueError, "layer_norm", lambda: at.layer_norm(x, None, torch.ones(3, 1)))
+    raises(g, "rms_norm weight shape", ValueError, "rms_norm", lambda: at.rms_norm(x, torch.ones(2)))
+    raises(g, "add_norm weight shape", ValueError, "add_norm", lambda: at.add_norm(x, x, torch.ones(5)))
+    raises(g, "add_norm h/f shapes", ValueError, "add_norm", lambda: at.add_norm(x, torch.ones(4, 4)))
+    raises(g, "layer_norm weight dtype", TypeError, "layer_norm",
+           lambda: at.layer_norm(x, torch.ones(3, dtype=torch.float64)))
+    raises(g, "add_norm h f64 f f32", TypeError, "add_norm", lambda: at.add_norm(x.double(), x))
+    raises(g, "add_norm kind", ValueError, "add_norm", lambda: at.add_norm(x, x, kind="batch"))
+    raises(g, "add_norm p", ValueError, "add_norm", lambda: at.add_norm(x, x, p=1.5))
+    raises(g, "layer_norm eps", ValueError, "layer_norm", lambda: at.layer_norm(x, eps=-1.0))
+    raises(g, "rms_norm eps", ValueError, "rms_norm", lambda: at.rms_norm(x, eps=0.0))
+    raises(g, "LayerNorm 2-D shape", ValueError, "LayerNorm", lambda: at.LayerNorm((3, 4)))
+    raises(g, "LayerNorm input dtype", TypeError, "layer_norm", lambda: at.LayerNorm(3)(x.double()))
+    if torch.cuda.is_available():
+        raises(g, "layer_norm cuda", (TypeError, ValueError), "layer_norm", lambda: at.layer_norm(x.cuda()))
+
+
+for name, body in [("gradcheck", g_gradcheck), ("layer_norm", g_layer_norm), ("rms_norm", g_rms_norm),
+                   ("add_norm", g_add_norm), ("16-bit", g_16bit), ("modules", g_modules), ("edge", g_edge),
+                   ("errors", g_errors)]:
+    Group(name).run(body)
+
+if not torch.cuda.is_available():
+    print("(CUDA not available: the CUDA-tensor error check was skipped)")
+print(f"{len(failures)} failure(s), {time.time() - START:.1f} s")
+for f in failures:
+    print("FAIL " + f)
+sys.exit(1 if failures else 0)
