@@ -4,10 +4,12 @@
 Usage: PYTHONPATH=build/release/python bench/python_overhead.py [--threads 2] [--rounds 3]
 
 For each shape, times in one process and alternated rounds: addnorm's module writing into new
-arrays, addnorm writing into preallocated ones (out=), and PyTorch's F.layer_norm (forward) and
-its autograd backward (torch.ops.aten.native_layer_norm_backward). Prints microseconds per call
-(the best batch of each round, then the median over rounds), GB/s counted as the kernels'
-bytes (forward reads x and writes y; backward reads x and dy and writes dx), and the ratios.
+arrays, addnorm writing into preallocated ones (out=), PyTorch's F.layer_norm (forward) and its
+backward (torch.ops.aten.native_layer_norm_backward), and one autograd step (forward and backward
+through torch.autograd) of addnorm.torch.LayerNorm against torch.nn.LayerNorm. Prints
+microseconds per call (the best batch of each round, then the median over rounds), GB/s counted
+as the kernels' bytes (forward reads x and writes y; backward reads x and dy and writes dx; the
+autograd step counts both), and the ratios.
 """
 import argparse
 import statistics
@@ -17,6 +19,7 @@ import numpy as np
 import torch
 
 import addnorm
+import addnorm.torch as at
 
 SHAPES = [(1, 512), (32, 1024), (8192, 768), (4096, 4096)]
 
@@ -50,7 +53,19 @@ def cases(rows, d):
     _, mean, rstd = addnorm.layer_norm_forward(x, g, b)
     tx, tdy, tg, tb = (torch.from_numpy(a) for a in (x, dy, g, b))
     _, tmean, trstd = torch.native_layer_norm(tx, (d,), tg, tb, 1e-5)
+    tx_grad = tx.clone().requires_grad_(True)
+    ours, theirs = at.LayerNorm(d), torch.nn.LayerNorm(d)
+
+    def step(module):
+        module.zero_grad(set_to_none=True)
+        tx_grad.grad = None
+        module(tx_grad).backward(tdy)
+
     return {
+        "autograd": {
+            "addnorm.torch": lambda: step(ours),
+            "torch": lambda: step(theirs),
+        },
         "forward": {
             "addnorm (new arrays)": lambda: addnorm.layer_norm_forward(x, g, b),
             "addnorm (out=)": lambda: addnorm.layer_norm_forward(x, g, b, out=y_out),
@@ -81,9 +96,13 @@ def main():
                 order = list(impls) if r % 2 == 0 else list(reversed(impls))
                 for name in order:
                     times[name].append(best_time(impls[name]))
-            nbytes = rows * d * 4 * (2 if op == "forward" else 3)
+            nbytes = rows * d * 4 * {"forward": 2, "backward": 3, "autograd": 5}[op]
             med = {name: statistics.median(ts) for name, ts in times.items()}
             cells = [f"{name} {med[name] * 1e6:.1f} us {nbytes / med[name] / 1e9:.1f} GB/s" for name in impls]
+            if op == "autograd":
+                print(f"{op:8s} {rows}x{d}: " + "; ".join(cells) +
+                      f"; vs torch {med['torch'] / med['addnorm.torch']:.2f}x")
+                continue
             ratios = (f"out= / new {med['addnorm (new arrays)'] / med['addnorm (out=)']:.2f}x, "
                       f"vs torch {med['torch'] / med['addnorm (new arrays)']:.2f}x (new) "
                       f"{med['torch'] / med['addnorm (out=)']:.2f}x (out=)")

@@ -364,6 +364,29 @@ def g_edge(g):
     g.check(torch.equal(at.layer_norm(x), at.layer_norm(x)), "layer_norm not repeatable")
 
 
+def g_no_grad(g):
+    """Without autograd (torch.no_grad(), or no input requiring grad) the kernels are called
+    directly: the same bits as through the autograd Function, and no graph."""
+    for dt in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        x, w, b = randn((6, 40), 190, dt), randn((40,), 191, dt, shift=1.0), randn((40,), 192, dt)
+        h, f = randn((6, 40), 193, torch.float32 if dt != torch.float64 else dt), randn((6, 40), 194, dt)
+        tag = str(dt).replace("torch.", "")
+        cases = [("layer_norm", lambda *a: at.layer_norm(*a), (x, w, b)),
+                 ("rms_norm", lambda *a: at.rms_norm(*a), (x, w)),
+                 ("add_norm", lambda *a: at.add_norm(*a, p=0.25, seed=7, offset=3), (h, f, w, b))]
+        for name, fn, args in cases:
+            with_graph = fn(*[leaf(t) for t in args])
+            with torch.no_grad():
+                plain = fn(*[leaf(t) for t in args])
+            frozen = fn(*args)  # no input requires grad
+            outs = lambda r: r if isinstance(r, tuple) else (r,)  # noqa: E731
+            for a, c, e in zip(outs(with_graph), outs(plain), outs(frozen)):
+                g.check(a.requires_grad and not c.requires_grad and not e.requires_grad,
+                        f"{name} {tag}: requires_grad {a.requires_grad}, {c.requires_grad}, {e.requires_grad}")
+                g.check(torch.equal(a.detach(), c) and torch.equal(c, e) and c.dtype == a.dtype,
+                        f"{name} {tag}: no-grad outputs differ from the autograd path's")
+
+
 def g_errors(g):
     x = randn((4, 3), 190)
     raises(g, "layer_norm int32", TypeError, "layer_norm", lambda: at.layer_norm(torch.ones(4, 3, dtype=torch.int32)))
@@ -390,6 +413,7 @@ def g_errors(g):
 
 for name, body in [("gradcheck", g_gradcheck), ("layer_norm", g_layer_norm), ("rms_norm", g_rms_norm),
                    ("add_norm", g_add_norm), ("16-bit", g_16bit), ("modules", g_modules), ("edge", g_edge),
+                   ("no grad", g_no_grad),
                    ("errors", g_errors)]:
     Group(name).run(body)
 
