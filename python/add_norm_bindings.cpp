@@ -58,7 +58,8 @@ void visit_stream(Dt dt, Dt rt, F&& f) {
 }
 
 py::tuple add_norm_fwd(const py::object& h_in, const py::object& f_in, const py::object& gamma, const py::object& beta,
-                       const std::string& kind, double eps, double alpha, double p, uint64_t seed, uint64_t offset) {
+                       const std::string& kind, double eps, double alpha, double p, uint64_t seed, uint64_t offset,
+                       const py::object& out) {
   const char* fn = "add_norm_forward";
   const AddNormOptions options = add_norm_options(kind, fn, eps, alpha, p, seed, offset);
   const Data f = data_arg(f_in, fn, "f");
@@ -66,8 +67,8 @@ py::tuple add_norm_fwd(const py::object& h_in, const py::object& f_in, const py:
   check_stream(fn, "h", h, f);
   const Data g = vector_arg(gamma, fn, "gamma", f.dt, f.d);
   const Data b = vector_arg(beta, fn, "beta", f.dt, f.d);
-  py::array s = new_array(h.dt, h.shape());
-  py::array y = new_array(f.dt, f.shape());
+  auto [s, y] = out_pair(out, fn, h, {{"h", &h, true}, {"f", &f}, {"gamma", &g}, {"beta", &b}}, f,
+                         {{"h", &h}, {"f", &f}, {"gamma", &g}, {"beta", &b}});
   py::object mean = py::none();
   if (options.kind == NormKind::layer) mean = new_stats(f.dt, f.lead_shape());
   py::array rstd = new_stats(f.dt, f.lead_shape());
@@ -87,7 +88,7 @@ py::tuple add_norm_fwd(const py::object& h_in, const py::object& f_in, const py:
 py::tuple add_norm_bwd(const py::object& dy_in, const py::object& s_in, const py::object& mean_in,
                        const py::object& rstd_in, const py::object& gamma, const py::object& ds_in,
                        const std::string& kind, double alpha, double p, uint64_t seed, uint64_t offset,
-                       bool param_grads) {
+                       bool param_grads, const py::object& out) {
   const char* fn = "add_norm_backward";
   const AddNormOptions options = add_norm_options(kind, fn, 1e-5, alpha, p, seed, offset);
   const Data dy = data_arg(dy_in, fn, "dy");
@@ -100,8 +101,9 @@ py::tuple add_norm_bwd(const py::object& dy_in, const py::object& s_in, const py
   const Data mean = stats_arg(mean_in, fn, "mean", dy.dt, dy.rows, layer);
   const Data rstd = stats_arg(rstd_in, fn, "rstd", dy.dt, dy.rows, true);
   const Data g = vector_arg(gamma, fn, "gamma", dy.dt, dy.d);
-  py::array dh = new_array(s.dt, s.shape());
-  py::array df = new_array(dy.dt, dy.shape());
+  const std::initializer_list<Input> inputs{{"dy", &dy},     {"s", &s},       {"ds", &ds},
+                                            {"mean", &mean}, {"rstd", &rstd}, {"gamma", &g}};
+  auto [dh, df] = out_pair(out, fn, s, inputs, dy, inputs);
   py::object dgamma = py::none();
   py::object dbeta = py::none();
   if (param_grads && g.present) dgamma = new_zeros(dy.dt, dy.d);
@@ -121,12 +123,12 @@ py::tuple add_norm_bwd(const py::object& dy_in, const py::object& s_in, const py
   return py::make_tuple(dh, df, dgamma, dbeta);
 }
 
-py::array rezero_fwd(const py::object& h_in, const py::object& f_in, double a, double p, uint64_t seed,
-                     uint64_t offset) {
+py::array rezero_fwd(const py::object& h_in, const py::object& f_in, double a, double p, uint64_t seed, uint64_t offset,
+                     const py::object& out) {
   const char* fn = "rezero_forward";
   const Data h = data_arg(h_in, fn, "h");
   const Data f = data_like(f_in, fn, "f", h);
-  py::array s = new_array(h.dt, h.shape());
+  py::array s = out_arg(out, fn, h, {{"h", &h, true}, {"f", &f}});
   const DropoutSpec dropout{p, seed, offset};
   visit(h.dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -138,12 +140,11 @@ py::array rezero_fwd(const py::object& h_in, const py::object& f_in, double a, d
 }
 
 py::tuple rezero_bwd(const py::object& ds_in, const py::object& f_in, double a, double p, uint64_t seed,
-                     uint64_t offset) {
+                     uint64_t offset, const py::object& out) {
   const char* fn = "rezero_backward";
   const Data ds = data_arg(ds_in, fn, "ds");
   const Data f = data_like(f_in, fn, "f", ds);
-  py::array dh = new_array(ds.dt, ds.shape());
-  py::array df = new_array(ds.dt, ds.shape());
+  auto [dh, df] = out_pair(out, fn, ds, {{"ds", &ds}, {"f", &f}}, ds, {{"ds", &ds}, {"f", &f}});
   const DropoutSpec dropout{p, seed, offset};
   double da = 0.0;
   visit(ds.dt, [&](auto tag) {
@@ -177,18 +178,21 @@ void bind_add_norms(py::module_& m) {
   const auto none = py::none();
   m.def("add_norm_forward", &add_norm_fwd, arg("h"), arg("f"), arg("gamma") = none, arg("beta") = none, py::kw_only(),
         arg("kind") = "layer", arg("eps") = 1e-5, arg("alpha") = 1.0, arg("p") = 0.0, arg("seed") = 0,
-        arg("offset") = 0,
+        arg("offset") = 0, arg("out") = none,
         "Fused residual add + dropout + norm: (s, y, mean, rstd) with s = alpha * h + Dropout(f) and "
-        "y = Norm(s), kind 'layer' or 'rms' (mean is None for 'rms'). h may be float32 with 16-bit f.");
+        "y = Norm(s), kind 'layer' or 'rms' (mean is None for 'rms'). h may be float32 with 16-bit f. "
+        "out: arrays (s, y) to write into (s may be h).");
   m.def("add_norm_backward", &add_norm_bwd, arg("dy"), arg("s"), arg("mean"), arg("rstd"), arg("gamma") = none,
         arg("ds") = none, py::kw_only(), arg("kind") = "layer", arg("alpha") = 1.0, arg("p") = 0.0, arg("seed") = 0,
-        arg("offset") = 0, arg("param_grads") = true,
+        arg("offset") = 0, arg("param_grads") = true, arg("out") = none,
         "Backward of add_norm_forward: (dh, df, dgamma, dbeta); ds is the gradient arriving on the "
-        "residual stream s (None = 0). The dropout mask is regenerated from (p, seed, offset).");
+        "residual stream s (None = 0). The dropout mask is regenerated from (p, seed, offset). "
+        "out: arrays (dh, df) to write into.");
   m.def("rezero_forward", &rezero_fwd, arg("h"), arg("f"), arg("a"), py::kw_only(), arg("p") = 0.0, arg("seed") = 0,
-        arg("offset") = 0, "ReZero: s = h + a * Dropout(f).");
+        arg("offset") = 0, arg("out") = none, "ReZero: s = h + a * Dropout(f). out: an array for s (h may be it).");
   m.def("rezero_backward", &rezero_bwd, arg("ds"), arg("f"), arg("a"), py::kw_only(), arg("p") = 0.0, arg("seed") = 0,
-        arg("offset") = 0, "ReZero backward: (dh, df, da), da = sum(ds * Dropout(f)).");
+        arg("offset") = 0, arg("out") = none,
+        "ReZero backward: (dh, df, da), da = sum(ds * Dropout(f)). out: arrays (dh, df) to write into.");
   m.def("dropout_keep", &dropout_keep, arg("n"), arg("p"), arg("seed"), arg("offset") = 0,
         "The dropout mask of n elements: element i is kept when philox4x32_10(seed, offset + i) >= "
         "round(p * 2**32).");

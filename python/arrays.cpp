@@ -165,20 +165,51 @@ std::span<const uint8_t> mask_arg(const py::object& obj, const char* fn, int64_t
   return {static_cast<const uint8_t*>(arr.data()), static_cast<size_t>(arr.size())};
 }
 
-py::array out_arg(const py::object& out, const char* fn, const Data& like) {
+py::array out_arg(const py::object& out, const char* fn, const Data& like, std::initializer_list<Input> inputs,
+                  const char* name) {
   if (out.is_none()) return new_array(like.dt, like.shape());
-  if (!py::isinstance<py::array>(out)) fail<py::type_error>(fn, "out must be a NumPy array");
+  if (!py::isinstance<py::array>(out)) fail<py::type_error>(fn, name, " must be a NumPy array");
   auto arr = py::reinterpret_borrow<py::array>(out);
   Dt dt = Dt::f32;
   if (!dt_of(arr.dtype(), dt) || dt != like.dt) {
-    fail<py::type_error>(fn, "out has dtype ", dtype_str(arr.dtype()), "; expected ", dt_name(like.dt));
+    fail<py::type_error>(fn, name, " has dtype ", dtype_str(arr.dtype()), "; expected ", dt_name(like.dt));
   }
   if (std::vector<py::ssize_t>(arr.shape(), arr.shape() + arr.ndim()) != like.shape()) {
-    fail<py::value_error>(fn, "out has shape ", shape_str(arr), "; expected ", shape_str(like.arr));
+    fail<py::value_error>(fn, name, " has shape ", shape_str(arr), "; expected ", shape_str(like.arr));
   }
-  if (!(arr.flags() & py::array::c_style)) fail<py::value_error>(fn, "out must be C-contiguous");
-  if (!arr.writeable()) fail<py::value_error>(fn, "out is read-only");
+  if (!(arr.flags() & py::array::c_style)) fail<py::value_error>(fn, name, " must be C-contiguous");
+  if (!arr.writeable()) fail<py::value_error>(fn, name, " is read-only");
+  const auto* begin = static_cast<const char*>(arr.data());
+  const auto* end = begin + arr.nbytes();
+  for (const Input& in : inputs) {
+    if (in.data == nullptr || !in.data->present || in.data->arr.nbytes() == 0) continue;
+    const auto* b = static_cast<const char*>(in.data->arr.data());
+    const auto* e = b + in.data->arr.nbytes();
+    if (end <= b || e <= begin) continue;  // disjoint
+    if (in.may_be && b == begin && e == end) continue;
+    fail<py::value_error>(fn, name, " overlaps ", in.name,
+                          in.may_be ? " without being it (an output may be that input's own memory, not part of it)"
+                                    : " (this output must not share memory with it)");
+  }
   return arr;
+}
+
+std::pair<py::array, py::array> out_pair(const py::object& out, const char* fn, const Data& like0,
+                                         std::initializer_list<Input> inputs0, const Data& like1,
+                                         std::initializer_list<Input> inputs1) {
+  if (out.is_none()) return {new_array(like0.dt, like0.shape()), new_array(like1.dt, like1.shape())};
+  if (!py::isinstance<py::tuple>(out) || py::len(out) != 2) {
+    fail<py::type_error>(fn, "out must be a tuple of two arrays");
+  }
+  const auto pair = py::reinterpret_borrow<py::tuple>(out);
+  py::array a = out_arg(pair[0], fn, like0, inputs0, "out[0]");
+  py::array b = out_arg(pair[1], fn, like1, inputs1, "out[1]");
+  const auto* a0 = static_cast<const char*>(a.data());
+  const auto* b0 = static_cast<const char*>(b.data());
+  if (a.nbytes() > 0 && b.nbytes() > 0 && a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes()) {
+    fail<py::value_error>(fn, "out[0] and out[1] share memory");
+  }
+  return {a, b};
 }
 
 void value_error(const char* fn, const std::string& what) { fail<py::value_error>(fn, what); }

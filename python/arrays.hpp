@@ -8,8 +8,10 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "addnorm/core/dtype.hpp"
@@ -106,9 +108,23 @@ std::span<const uint8_t> mask_arg(const py::object& obj, const char* fn, int64_t
 // Throws TypeError("[addnorm.fn] what").
 [[noreturn]] void type_error(const char* fn, const std::string& what);
 
+// An input of a call, as an output given with out= sees it: `may_be` when the kernel allows that
+// output to be this input's own memory (LayerNorm's y = x); any other overlap is refused.
+struct Input {
+  const char* name;
+  const Data* data;
+  bool may_be = false;
+};
+
 // The output array of a call: `out` when given (a writable C-contiguous array of like's dtype and
-// shape, which may be like's own memory), else a new one like `like`.
-py::array out_arg(const py::object& out, const char* fn, const Data& like);
+// shape, disjoint from every input but one it may be), else a new array like `like`. `name` is how
+// errors call it ("out", "out[1]").
+py::array out_arg(const py::object& out, const char* fn, const Data& like, std::initializer_list<Input> inputs,
+                  const char* name = "out");
+// The two outputs of a call given as out=(a, b), each checked as out_arg; None = two new arrays.
+std::pair<py::array, py::array> out_pair(const py::object& out, const char* fn, const Data& like0,
+                                         std::initializer_list<Input> inputs0, const Data& like1,
+                                         std::initializer_list<Input> inputs1);
 
 // New arrays (uninitialized; the kernels overwrite them).
 py::array new_array(Dt dt, const std::vector<py::ssize_t>& shape);

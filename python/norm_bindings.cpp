@@ -26,7 +26,7 @@ py::tuple layer_norm_fwd(const py::object& x_in, const py::object& gamma, const 
   const Data x = data_arg(x_in, fn, "x");
   const Data g = vector_arg(gamma, fn, "gamma", x.dt, x.d);
   const Data b = vector_arg(beta, fn, "beta", x.dt, x.d);
-  py::array y = out_arg(out, fn, x);
+  py::array y = out_arg(out, fn, x, {{"x", &x, true}, {"gamma", &g}, {"beta", &b}});
   py::array mean = new_stats(x.dt, x.lead_shape());
   py::array rstd = new_stats(x.dt, x.lead_shape());
   visit(x.dt, [&](auto tag) {
@@ -48,7 +48,7 @@ py::tuple layer_norm_bwd(const py::object& dy_in, const py::object& x_in, const 
   const Data mean = stats_arg(mean_in, fn, "mean", x.dt, x.rows, true);
   const Data rstd = stats_arg(rstd_in, fn, "rstd", x.dt, x.rows, true);
   const Data g = vector_arg(gamma, fn, "gamma", x.dt, x.d);
-  py::array dx = out_arg(out, fn, x);
+  py::array dx = out_arg(out, fn, x, {{"dy", &dy, true}, {"x", &x}, {"mean", &mean}, {"rstd", &rstd}, {"gamma", &g}});
   py::object dgamma = param_grad(param_grads && g.present, x.dt, x.d);
   py::object dbeta = param_grad(param_grads, x.dt, x.d);
   visit(x.dt, [&](auto tag) {
@@ -67,7 +67,7 @@ py::tuple rms_norm_fwd(const py::object& x_in, const py::object& gamma, double e
   const char* fn = "rms_norm_forward";
   const Data x = data_arg(x_in, fn, "x");
   const Data g = vector_arg(gamma, fn, "gamma", x.dt, x.d);
-  py::array y = out_arg(out, fn, x);
+  py::array y = out_arg(out, fn, x, {{"x", &x, true}, {"gamma", &g}});
   py::array rstd = new_stats(x.dt, x.lead_shape());
   visit(x.dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -86,7 +86,7 @@ py::tuple rms_norm_bwd(const py::object& dy_in, const py::object& x_in, const py
   const Data dy = data_like(dy_in, fn, "dy", x);
   const Data rstd = stats_arg(rstd_in, fn, "rstd", x.dt, x.rows, true);
   const Data g = vector_arg(gamma, fn, "gamma", x.dt, x.d);
-  py::array dx = out_arg(out, fn, x);
+  py::array dx = out_arg(out, fn, x, {{"dy", &dy, true}, {"x", &x}, {"rstd", &rstd}, {"gamma", &g}});
   py::object dgamma = param_grad(param_grads && g.present, x.dt, x.d);
   visit(x.dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -100,7 +100,7 @@ py::tuple rms_norm_bwd(const py::object& dy_in, const py::object& x_in, const py
 
 py::tuple batch_norm_fwd(const py::object& x_in, const py::object& gamma, const py::object& beta,
                          const py::object& running_mean, const py::object& running_var, const py::object& mask_in,
-                         bool training, double eps, double momentum) {
+                         bool training, double eps, double momentum, const py::object& out) {
   const char* fn = "batch_norm_forward";
   const Data x = data_arg(x_in, fn, "x");
   const Data g = vector_arg(gamma, fn, "gamma", x.dt, x.d);
@@ -109,7 +109,7 @@ py::tuple batch_norm_fwd(const py::object& x_in, const py::object& gamma, const 
   py::object rv = inplace_stats_arg(running_var, fn, "running_var", x.dt, x.d);
   py::array mask_arr;
   const auto ms = mask_arg(mask_in, fn, x.rows, mask_arr);
-  py::array y = new_array(x.dt, x.shape());
+  py::array y = out_arg(out, fn, x, {{"x", &x, true}, {"gamma", &g}, {"beta", &b}});
   const std::vector<py::ssize_t> feature_shape{static_cast<py::ssize_t>(x.d)};
   py::array mean = new_stats(x.dt, feature_shape);
   py::array rstd = new_stats(x.dt, feature_shape);
@@ -133,7 +133,7 @@ py::tuple batch_norm_fwd(const py::object& x_in, const py::object& gamma, const 
 
 py::tuple batch_norm_bwd(const py::object& dy_in, const py::object& x_in, const py::object& mean_in,
                          const py::object& rstd_in, const py::object& gamma, const py::object& mask_in,
-                         bool param_grads) {
+                         bool param_grads, const py::object& out) {
   const char* fn = "batch_norm_backward";
   const Data x = data_arg(x_in, fn, "x");
   const Data dy = data_like(dy_in, fn, "dy", x);
@@ -142,7 +142,7 @@ py::tuple batch_norm_bwd(const py::object& dy_in, const py::object& x_in, const 
   const Data g = vector_arg(gamma, fn, "gamma", x.dt, x.d);
   py::array mask_arr;
   const auto ms = mask_arg(mask_in, fn, x.rows, mask_arr);
-  py::array dx = new_array(x.dt, x.shape());
+  py::array dx = out_arg(out, fn, x, {{"dy", &dy, true}, {"x", &x}, {"mean", &mean}, {"rstd", &rstd}, {"gamma", &g}});
   py::object dgamma = param_grad(param_grads && g.present, x.dt, x.d);
   py::object dbeta = param_grad(param_grads, x.dt, x.d);
   visit(x.dt, [&](auto tag) {
@@ -172,19 +172,20 @@ void bind_norms(py::module_& m) {
   m.def("rms_norm_forward", &rms_norm_fwd, arg("x"), arg("gamma") = none, arg("eps") = 1e-5, py::kw_only(),
         arg("out") = none,
         "RMSNorm over the last axis: (y, rstd). y = x * rstd * gamma, rstd = 1 / sqrt(mean(x^2) + eps). "
-        "out: an array to write y into.");
+        "out: an array to write y into (x itself may be it).");
   m.def("rms_norm_backward", &rms_norm_bwd, arg("dy"), arg("x"), arg("rstd"), arg("gamma") = none,
         arg("param_grads") = true, py::kw_only(), arg("out") = none,
-        "RMSNorm backward: (dx, dgamma); dgamma is None without gamma or param_grads. out: an array for dx.");
+        "RMSNorm backward: (dx, dgamma); dgamma is None without gamma or param_grads. out: an array for dx "
+        "(dy may be it).");
   m.def("batch_norm_forward", &batch_norm_fwd, arg("x"), arg("gamma") = none, arg("beta") = none, py::kw_only(),
         arg("running_mean") = none, arg("running_var") = none, arg("mask") = none, arg("training") = true,
-        arg("eps") = 1e-5, arg("momentum") = 0.1,
+        arg("eps") = 1e-5, arg("momentum") = 0.1, arg("out") = none,
         "BatchNorm of each feature (last axis) over the rows: (y, mean, rstd), each of the last two of "
         "shape (d,). running_mean and running_var are read in inference and updated in place in training; "
-        "mask (bool per row) marks the valid rows.");
+        "mask (bool per row) marks the valid rows. out: an array to write y into (x itself may be it).");
   m.def("batch_norm_backward", &batch_norm_bwd, arg("dy"), arg("x"), arg("mean"), arg("rstd"), arg("gamma") = none,
-        arg("mask") = none, arg("param_grads") = true,
-        "BatchNorm backward of a training-mode forward: (dx, dgamma, dbeta).");
+        arg("mask") = none, arg("param_grads") = true, py::kw_only(), arg("out") = none,
+        "BatchNorm backward of a training-mode forward: (dx, dgamma, dbeta). out: an array for dx (dy may be it).");
 }
 
 }  // namespace addnorm::py_bind

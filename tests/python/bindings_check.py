@@ -704,8 +704,9 @@ def g_errors():
 
 
 def g_out():
-    """out=: the kernels write into the caller's array (x itself for a forward, dy for a backward),
-    with the bits of a call into new arrays; a wrong out is an error, not a silent copy."""
+    """out=: the kernels write into the caller's arrays (x itself for a forward, dy for a backward,
+    h for the fused forms' s, as the kernels allow), with the bits of a call into new arrays; a wrong
+    out (dtype, shape, layout, read-only, memory shared with an input it may not be) is an error."""
     for dt in DTYPES:
         x, dy, g, b = randn((33, 96), dt), randn((33, 96), dt), randn(96, dt, 0.5, 1.0), randn(96, dt)
         want = addnorm.layer_norm_forward(x, g, b)
@@ -723,6 +724,37 @@ def g_out():
         same(f'rms_norm_forward {dt} out=', addnorm.rms_norm_forward(x, g, out=np.empty_like(x)), wr)
         same(f'rms_norm_backward {dt} out=', addnorm.rms_norm_backward(dy, x, wr[1], g, out=np.empty_like(x)),
              addnorm.rms_norm_backward(dy, x, wr[1], g))
+        dyin = dy.copy()
+        same(f'rms_norm_backward {dt} out=dy', addnorm.rms_norm_backward(dyin, x, wr[1], g, out=dyin),
+             addnorm.rms_norm_backward(dy, x, wr[1], g))
+        # BatchNorm: y may be x, dx may be dy
+        rm, rv = np.zeros(96, NP[sdt(dt)]), np.ones(96, NP[sdt(dt)])
+        wbn = addnorm.batch_norm_forward(x, g, b, running_mean=rm.copy(), running_var=rv.copy())
+        xin = x.copy()
+        same(f'batch_norm_forward {dt} out=x', addnorm.batch_norm_forward(xin, g, b, running_mean=rm.copy(),
+                                                                           running_var=rv.copy(), out=xin), wbn)
+        dyin = dy.copy()
+        same(f'batch_norm_backward {dt} out=dy',
+             addnorm.batch_norm_backward(dyin, x, wbn[1], wbn[2], g, out=dyin),
+             addnorm.batch_norm_backward(dy, x, wbn[1], wbn[2], g))
+        # the fused forms: out=(s, y) with s = h allowed, out=(dh, df); ReZero
+        for rdt in ([dt, 'f32'] if dt in ('f16', 'bf16') else [dt]):
+            h = randn((33, 96), rdt)
+            opts = dict(kind='layer', alpha=0.9, p=0.2, seed=5, offset=1)
+            wa = addnorm.add_norm_forward(h, x, g, b, **opts)
+            hin = h.copy()
+            got = addnorm.add_norm_forward(hin, x, g, b, out=(hin, np.empty_like(x)), **opts)
+            ok(got[0] is hin, f'add_norm_forward {dt}/{rdt}: out[0] not returned as s')
+            same(f'add_norm_forward {dt}/{rdt} out=(h, y)', got, wa)
+            ds = randn((33, 96), rdt)
+            wab = addnorm.add_norm_backward(dy, wa[0], wa[2], wa[3], g, ds, **opts)
+            same(f'add_norm_backward {dt}/{rdt} out=', addnorm.add_norm_backward(
+                dy, wa[0], wa[2], wa[3], g, ds, out=(np.empty_like(h), np.empty_like(x)), **opts), wab)
+        wz = addnorm.rezero_forward(x, dy, 0.3, p=0.1, seed=2)
+        xin = x.copy()
+        same(f'rezero_forward {dt} out=h', (addnorm.rezero_forward(xin, dy, 0.3, p=0.1, seed=2, out=xin),), (wz,))
+        same(f'rezero_backward {dt} out=', addnorm.rezero_backward(dy, x, 0.3, out=(np.empty_like(x), np.empty_like(x))),
+             addnorm.rezero_backward(dy, x, 0.3))
     x = randn((4, 8), 'f32')
     ro = np.empty_like(x)
     ro.flags.writeable = False
@@ -736,6 +768,26 @@ def g_out():
     expect_error('rms_norm_backward', ValueError,
                  lambda: addnorm.rms_norm_backward(x, x, np.ones(4, np.float32), out=np.empty((3, 8), np.float32)),
                  'out shape')
+    # memory an output may not share: part of an input, an input the kernel does not allow, each other
+    big = randn((8, 8), 'f32')
+    expect_error(fn, ValueError, lambda: addnorm.layer_norm_forward(big[:4], out=big[2:6]), 'out overlapping part of x')
+    expect_error(fn, ValueError, lambda: addnorm.layer_norm_forward(big[:1], big[1], out=big[1:2]), 'out is gamma')
+    st = randn((4, 8), 'f32')
+    rs = np.ones(4, np.float32)
+    expect_error('layer_norm_backward', ValueError,
+                 lambda: addnorm.layer_norm_backward(x, st, np.zeros(4, np.float32), rs, out=st), 'out is x')
+    expect_error('add_norm_forward', ValueError,
+                 lambda: addnorm.add_norm_forward(x, st, out=(np.empty_like(x), st)), 'out[1] is f')
+    both = np.empty((4, 8), np.float32)
+    expect_error('add_norm_forward', ValueError,
+                 lambda: addnorm.add_norm_forward(x, st, out=(both, both)), 'out[0] is out[1]')
+    expect_error('add_norm_forward', TypeError,
+                 lambda: addnorm.add_norm_forward(x, st, out=np.empty_like(x)), 'out not a tuple')
+    expect_error('add_norm_backward', ValueError,
+                 lambda: addnorm.add_norm_backward(x, st, np.zeros(4, np.float32), rs, out=(st, np.empty_like(x))),
+                 'out[0] is s')
+    expect_error('rezero_backward', ValueError,
+                 lambda: addnorm.rezero_backward(x, st, 0.5, out=(np.empty_like(x), x)), 'out[1] is ds')
 
 
 GROUPS = [('worked examples', g_worked_examples), ('layer_norm / rms_norm', g_row_norms), ('add_norm', g_add_norm),
