@@ -14,10 +14,31 @@ namespace {
 
 using py::arg;
 
-// The parameter gradients a backward returns: zeros to accumulate into, or None.
-py::object param_grad(bool wanted, Dt dt, int64_t d) {
-  if (!wanted) return py::none();
-  return new_zeros(dt, d);
+// What the row norms' and BatchNorm's backward read and write: x, dy, the forward's statistics
+// (mean absent for RMSNorm; one per row, or per feature for BatchNorm), gamma, dx (a new array or
+// out, which may be dy), and the parameter gradients to accumulate into (zeros) or None.
+struct NormBackward {
+  Data x, dy, mean, rstd, g;
+  py::array dx;
+  py::object dgamma = py::none(), dbeta = py::none();
+};
+
+// with_mean: LayerNorm and BatchNorm (which also have dbeta); per_feature: BatchNorm's statistics.
+NormBackward norm_backward_args(const char* fn, const py::object& dy, const py::object& x, const py::object& mean,
+                                const py::object& rstd, const py::object& gamma, const py::object& out,
+                                bool param_grads, bool with_mean, bool per_feature) {
+  NormBackward a;
+  a.x = data_arg(x, fn, "x");
+  a.dy = data_like(dy, fn, "dy", a.x);
+  const int64_t n_stats = per_feature ? a.x.d : a.x.rows;
+  if (with_mean) a.mean = stats_arg(mean, fn, "mean", a.x.dt, n_stats, true);
+  a.rstd = stats_arg(rstd, fn, "rstd", a.x.dt, n_stats, true);
+  a.g = vector_arg(gamma, fn, "gamma", a.x.dt, a.x.d);
+  a.dx =
+      out_arg(out, fn, a.x, {{"dy", &a.dy, true}, {"x", &a.x}, {"mean", &a.mean}, {"rstd", &a.rstd}, {"gamma", &a.g}});
+  if (param_grads && a.g.present) a.dgamma = new_zeros(a.x.dt, a.x.d);
+  if (param_grads && with_mean) a.dbeta = new_zeros(a.x.dt, a.x.d);
+  return a;
 }
 
 py::tuple layer_norm_fwd(const py::object& x_in, const py::object& gamma, const py::object& beta, double eps,
@@ -42,25 +63,18 @@ py::tuple layer_norm_fwd(const py::object& x_in, const py::object& gamma, const 
 
 py::tuple layer_norm_bwd(const py::object& dy_in, const py::object& x_in, const py::object& mean_in,
                          const py::object& rstd_in, const py::object& gamma, bool param_grads, const py::object& out) {
-  const char* fn = "layer_norm_backward";
-  const Data x = data_arg(x_in, fn, "x");
-  const Data dy = data_like(dy_in, fn, "dy", x);
-  const Data mean = stats_arg(mean_in, fn, "mean", x.dt, x.rows, true);
-  const Data rstd = stats_arg(rstd_in, fn, "rstd", x.dt, x.rows, true);
-  const Data g = vector_arg(gamma, fn, "gamma", x.dt, x.d);
-  py::array dx = out_arg(out, fn, x, {{"dy", &dy, true}, {"x", &x}, {"mean", &mean}, {"rstd", &rstd}, {"gamma", &g}});
-  py::object dgamma = param_grad(param_grads && g.present, x.dt, x.d);
-  py::object dbeta = param_grad(param_grads, x.dt, x.d);
-  visit(x.dt, [&](auto tag) {
+  NormBackward a =
+      norm_backward_args("layer_norm_backward", dy_in, x_in, mean_in, rstd_in, gamma, out, param_grads, true, false);
+  visit(a.x.dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const auto dxv = out_view<T>(dx, x.rows, x.d);
-    const auto dg = out_span_or_empty<T>(dgamma);
-    const auto db = out_span_or_empty<T>(dbeta);
+    const auto dxv = out_view<T>(a.dx, a.x.rows, a.x.d);
+    const auto dg = out_span_or_empty<T>(a.dgamma);
+    const auto db = out_span_or_empty<T>(a.dbeta);
     py::gil_scoped_release nogil;
-    layer_norm_backward<T>(dxv, dg, db, dy.view<T>(), x.view<T>(), in_span<stat_t<T>>(mean), in_span<stat_t<T>>(rstd),
-                           in_span<T>(g));
+    layer_norm_backward<T>(dxv, dg, db, a.dy.view<T>(), a.x.view<T>(), in_span<stat_t<T>>(a.mean),
+                           in_span<stat_t<T>>(a.rstd), in_span<T>(a.g));
   });
-  return py::make_tuple(dx, dgamma, dbeta);
+  return py::make_tuple(a.dx, a.dgamma, a.dbeta);
 }
 
 py::tuple rms_norm_fwd(const py::object& x_in, const py::object& gamma, double eps, const py::object& out) {
@@ -81,21 +95,16 @@ py::tuple rms_norm_fwd(const py::object& x_in, const py::object& gamma, double e
 
 py::tuple rms_norm_bwd(const py::object& dy_in, const py::object& x_in, const py::object& rstd_in,
                        const py::object& gamma, bool param_grads, const py::object& out) {
-  const char* fn = "rms_norm_backward";
-  const Data x = data_arg(x_in, fn, "x");
-  const Data dy = data_like(dy_in, fn, "dy", x);
-  const Data rstd = stats_arg(rstd_in, fn, "rstd", x.dt, x.rows, true);
-  const Data g = vector_arg(gamma, fn, "gamma", x.dt, x.d);
-  py::array dx = out_arg(out, fn, x, {{"dy", &dy, true}, {"x", &x}, {"rstd", &rstd}, {"gamma", &g}});
-  py::object dgamma = param_grad(param_grads && g.present, x.dt, x.d);
-  visit(x.dt, [&](auto tag) {
+  NormBackward a =
+      norm_backward_args("rms_norm_backward", dy_in, x_in, py::none(), rstd_in, gamma, out, param_grads, false, false);
+  visit(a.x.dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const auto dxv = out_view<T>(dx, x.rows, x.d);
-    const auto dg = out_span_or_empty<T>(dgamma);
+    const auto dxv = out_view<T>(a.dx, a.x.rows, a.x.d);
+    const auto dg = out_span_or_empty<T>(a.dgamma);
     py::gil_scoped_release nogil;
-    rms_norm_backward<T>(dxv, dg, dy.view<T>(), x.view<T>(), in_span<stat_t<T>>(rstd), in_span<T>(g));
+    rms_norm_backward<T>(dxv, dg, a.dy.view<T>(), a.x.view<T>(), in_span<stat_t<T>>(a.rstd), in_span<T>(a.g));
   });
-  return py::make_tuple(dx, dgamma);
+  return py::make_tuple(a.dx, a.dgamma);
 }
 
 py::tuple batch_norm_fwd(const py::object& x_in, const py::object& gamma, const py::object& beta,
@@ -135,26 +144,19 @@ py::tuple batch_norm_bwd(const py::object& dy_in, const py::object& x_in, const 
                          const py::object& rstd_in, const py::object& gamma, const py::object& mask_in,
                          bool param_grads, const py::object& out) {
   const char* fn = "batch_norm_backward";
-  const Data x = data_arg(x_in, fn, "x");
-  const Data dy = data_like(dy_in, fn, "dy", x);
-  const Data mean = stats_arg(mean_in, fn, "mean", x.dt, x.d, true);
-  const Data rstd = stats_arg(rstd_in, fn, "rstd", x.dt, x.d, true);
-  const Data g = vector_arg(gamma, fn, "gamma", x.dt, x.d);
+  NormBackward a = norm_backward_args(fn, dy_in, x_in, mean_in, rstd_in, gamma, out, param_grads, true, true);
   py::array mask_arr;
-  const auto ms = mask_arg(mask_in, fn, x.rows, mask_arr);
-  py::array dx = out_arg(out, fn, x, {{"dy", &dy, true}, {"x", &x}, {"mean", &mean}, {"rstd", &rstd}, {"gamma", &g}});
-  py::object dgamma = param_grad(param_grads && g.present, x.dt, x.d);
-  py::object dbeta = param_grad(param_grads, x.dt, x.d);
-  visit(x.dt, [&](auto tag) {
+  const auto ms = mask_arg(mask_in, fn, a.x.rows, mask_arr);
+  visit(a.x.dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const auto dxv = out_view<T>(dx, x.rows, x.d);
-    const auto dg = out_span_or_empty<T>(dgamma);
-    const auto db = out_span_or_empty<T>(dbeta);
+    const auto dxv = out_view<T>(a.dx, a.x.rows, a.x.d);
+    const auto dg = out_span_or_empty<T>(a.dgamma);
+    const auto db = out_span_or_empty<T>(a.dbeta);
     py::gil_scoped_release nogil;
-    batch_norm_backward<T>(dxv, dg, db, dy.view<T>(), x.view<T>(), ms, in_span<stat_t<T>>(mean),
-                           in_span<stat_t<T>>(rstd), in_span<T>(g));
+    batch_norm_backward<T>(dxv, dg, db, a.dy.view<T>(), a.x.view<T>(), ms, in_span<stat_t<T>>(a.mean),
+                           in_span<stat_t<T>>(a.rstd), in_span<T>(a.g));
   });
-  return py::make_tuple(dx, dgamma, dbeta);
+  return py::make_tuple(a.dx, a.dgamma, a.dbeta);
 }
 
 }  // namespace
