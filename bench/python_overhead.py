@@ -6,7 +6,8 @@ Usage: PYTHONPATH=build/release/python bench/python_overhead.py [--threads 2] [-
 For each shape, times in one process and alternated rounds: addnorm's module writing into new
 arrays, addnorm writing into preallocated ones (out=), PyTorch's F.layer_norm (forward) and its
 backward (torch.ops.aten.native_layer_norm_backward), and one autograd step (forward and backward
-through torch.autograd) of addnorm.torch.LayerNorm against torch.nn.LayerNorm. Prints
+through torch.autograd) of addnorm.torch.LayerNorm, on each of its backends (C++ on libtorch when
+built, and the Python autograd Functions), against torch.nn.LayerNorm. Prints
 microseconds per call (the best batch of each round, then the median over rounds), GB/s counted
 as the kernels' bytes (forward reads x and writes y; backward reads x and dy and writes dx; the
 autograd step counts both), and the ratios.
@@ -61,11 +62,10 @@ def cases(rows, d):
         tx_grad.grad = None
         module(tx_grad).backward(tdy)
 
+    autograd = {f"addnorm.torch ({b})": lambda: step(ours) for b in at.available_backends()}
+    autograd["torch"] = lambda: step(theirs)
     return {
-        "autograd": {
-            "addnorm.torch": lambda: step(ours),
-            "torch": lambda: step(theirs),
-        },
+        "autograd": autograd,
         "forward": {
             "addnorm (new arrays)": lambda: addnorm.layer_norm_forward(x, g, b),
             "addnorm (out=)": lambda: addnorm.layer_norm_forward(x, g, b, out=y_out),
@@ -95,13 +95,16 @@ def main():
             for r in range(args.rounds):
                 order = list(impls) if r % 2 == 0 else list(reversed(impls))
                 for name in order:
+                    if name.startswith("addnorm.torch ("):
+                        at.set_backend(name[len("addnorm.torch ("):-1])
                     times[name].append(best_time(impls[name]))
             nbytes = rows * d * 4 * {"forward": 2, "backward": 3, "autograd": 5}[op]
             med = {name: statistics.median(ts) for name, ts in times.items()}
             cells = [f"{name} {med[name] * 1e6:.1f} us {nbytes / med[name] / 1e9:.1f} GB/s" for name in impls]
             if op == "autograd":
-                print(f"{op:8s} {rows}x{d}: " + "; ".join(cells) +
-                      f"; vs torch {med['torch'] / med['addnorm.torch']:.2f}x")
+                ratios = ", ".join(f"{b} {med['torch'] / med[f'addnorm.torch ({b})']:.2f}x"
+                                   for b in at.available_backends())
+                print(f"{op:8s} {rows}x{d}: " + "; ".join(cells) + f"; vs torch: {ratios}")
                 continue
             ratios = (f"out= / new {med['addnorm (new arrays)'] / med['addnorm (out=)']:.2f}x, "
                       f"vs torch {med['torch'] / med['addnorm (new arrays)']:.2f}x (new) "

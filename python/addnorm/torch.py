@@ -18,13 +18,53 @@ dtype. The backward is first-order only (no double backward).
 Dropout in ``add_norm`` is not stored: the backward regenerates the mask from ``(p, seed,
 offset)``. The caller must pass a new ``seed`` (or a new ``offset``) for every training step and
 every call site, otherwise the same elements are dropped every time.
+
+The autograd functions are C++ (``addnorm._torch_ops``, built against libtorch when its headers
+were found at build time) or Python ``torch.autograd.Function``s on the NumPy module: the same
+kernels, checks and results, but the Python ones cost about 25 us more per forward and backward.
+``backend`` says which run (``"cpp"`` when the C++ module is there); ``set_backend("python")`` or
+the environment variable ``ADDNORM_TORCH_BACKEND=python`` (read at import) picks the Python ones,
+``ADDNORM_TORCH_BACKEND=cpp`` makes the import fail without the C++ module.
 """
+import os
+
 import numpy as np
 import torch
 
 from . import _addnorm as _C
 
-__all__ = ["layer_norm", "rms_norm", "add_norm", "LayerNorm", "RMSNorm"]
+_CPP = None
+_ENV_BACKEND = os.environ.get("ADDNORM_TORCH_BACKEND", "")
+if _ENV_BACKEND not in ("", "cpp", "python"):
+    raise ImportError(f"[addnorm.torch] ADDNORM_TORCH_BACKEND must be 'cpp', 'python' or unset, got {_ENV_BACKEND!r}")
+try:
+    from . import _torch_ops as _CPP
+except ImportError:
+    if _ENV_BACKEND == "cpp":
+        raise
+_ops = None  # the C++ module when it runs the functions, else None (the Python Functions)
+backend = "python"
+
+
+def available_backends():
+    """The backends this build has: ``["cpp", "python"]``, or ``["python"]`` without libtorch."""
+    return ["python"] if _CPP is None else ["cpp", "python"]
+
+
+def set_backend(name):
+    """Runs ``layer_norm``, ``rms_norm``, ``add_norm`` and the modules on backend ``name``
+    (``"cpp"`` or ``"python"``, one of ``available_backends()``) from now on."""
+    global _ops, backend
+    if name not in available_backends():
+        raise ValueError(f"[addnorm.torch.set_backend] backend {name!r} is not available; this build has "
+                         f"{available_backends()}")
+    _ops = _CPP if name == "cpp" else None
+    backend = name
+
+
+set_backend(_ENV_BACKEND or available_backends()[0])
+
+__all__ = ["layer_norm", "rms_norm", "add_norm", "LayerNorm", "RMSNorm", "backend", "available_backends", "set_backend"]
 
 _DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
@@ -149,6 +189,8 @@ def _needs_grad(*tensors):
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
     """LayerNorm over the last dimension of x (``F.layer_norm(x, (d,), weight, bias, eps)``)."""
+    if _ops is not None:
+        return _ops.layer_norm(x, weight, bias, eps)
     _check_args("layer_norm", x, weight=weight, bias=bias)
     if not _needs_grad(x, weight, bias):
         return _tensor(_C.layer_norm_forward(_np(x), _np(weight), _np(bias), eps=float(eps))[0], x.dtype)
@@ -157,6 +199,8 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
 
 def rms_norm(x, weight=None, eps=1e-5):
     """RMSNorm over the last dimension: ``x / sqrt(mean(x**2, -1) + eps) * weight``."""
+    if _ops is not None:
+        return _ops.rms_norm(x, weight, eps)
     _check_args("rms_norm", x, weight=weight)
     if not _needs_grad(x, weight):
         return _tensor(_C.rms_norm_forward(_np(x), _np(weight), eps=float(eps))[0], x.dtype)
@@ -172,6 +216,8 @@ def add_norm(h, f, weight=None, bias=None, kind="layer", eps=1e-5, alpha=1.0, p=
     h may be float32 while f, weight and bias are float16 or bfloat16 (an f32 residual stream):
     s then has h's dtype and y f's dtype. Otherwise h and f have the same dtype.
     """
+    if _ops is not None:
+        return _ops.add_norm(h, f, weight, bias, kind, eps, alpha, p, seed, offset)
     fn = "add_norm"
     _check_args(fn, h, "h")
     _check_args(fn, f, "f", weight=weight, bias=bias)

@@ -36,4 +36,16 @@ if(PYTHON_DIR)
     message(FATAL_ERROR "the installed Python package printed unexpected output:\n${step_output}")
   endif()
   message(STATUS "python ok: ${step_output}")
+  # addnorm.torch on its C++ backend (addnorm._torch_ops), when the build has it: a LayerNorm step.
+  if(TORCH_OPS)
+    run_step("import installed addnorm.torch (C++ backend)" ${CMAKE_COMMAND} -E env PYTHONPATH=${prefix}/${PYTHON_DIR}
+             ADDNORM_TORCH_BACKEND=cpp ${PYTHON} -c
+             "import torch, addnorm.torch as at\nx = torch.tensor([2., 4., 6., 8.], requires_grad=True)\ny = at.layer_norm(x)\n\
+(y * torch.arange(4.)).sum().backward()\nprint('torch', at.backend, ' '.join('%.4f' % v for v in y.tolist()), \
+'grad finite', bool(torch.isfinite(x.grad).all()))")
+    if(NOT step_output MATCHES "torch cpp -1.3416 -0.4472 0.4472 1.3416 grad finite True")
+      message(FATAL_ERROR "the installed addnorm.torch printed unexpected output:\n${step_output}")
+    endif()
+    message(STATUS "torch ok: ${step_output}")
+  endif()
 endif()

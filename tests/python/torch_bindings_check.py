@@ -25,6 +25,14 @@ Groups (one line each; exits 1 listing every failure, 0 when all pass):
   edge        1-D input, non-contiguous input and gradient, zero rows, repeatability.
   errors      int tensors, wrong weight shape or dtype, bad kind/p/eps raise TypeError or
               ValueError naming the function (CUDA tensors: skipped without CUDA).
+
+Every group runs once per backend of addnorm.torch (C++ on libtorch, "cpp", when the build has it,
+and the Python Functions, "python"). Then:
+  backends    the two backends give the same bits: outputs and every gradient of layer_norm,
+              rms_norm and add_norm (with and without weight/bias, dropout, an f32 stream, inputs
+              not requiring grad) in float32, float64, float16 and bfloat16; set_backend's errors.
+With ADDNORM_TORCH_BACKEND=cpp in the environment (ctest sets it when the C++ module was built),
+importing addnorm.torch fails unless the C++ module loads.
 """
 import sys
 import time
@@ -60,7 +68,7 @@ class Group:
             line = traceback.extract_tb(e.__traceback__)[-1]
             self.check(False, f"unexpected {type(e).__name__} at {line.name}:{line.lineno}: {e}")
         status = "ok" if self.fails == 0 else f"{self.fails} FAILED"
-        print(f"{self.name:11s} {status} ({self.checks} checks, {time.time() - t0:.1f} s)", flush=True)
+        print(f"{self.name:18s} {status} ({self.checks} checks, {time.time() - t0:.1f} s)", flush=True)
 
 
 def rel_err(a, ref):
@@ -411,11 +419,76 @@ def g_errors(g):
         raises(g, "layer_norm cuda", (TypeError, ValueError), "layer_norm", lambda: at.layer_norm(x.cuda()))
 
 
-for name, body in [("gradcheck", g_gradcheck), ("layer_norm", g_layer_norm), ("rms_norm", g_rms_norm),
-                   ("add_norm", g_add_norm), ("16-bit", g_16bit), ("modules", g_modules), ("edge", g_edge),
-                   ("no grad", g_no_grad),
-                   ("errors", g_errors)]:
-    Group(name).run(body)
+def g_backends(g):
+    """cpp and python backends: same bits for outputs and gradients."""
+    def run(backend, fn, inputs, grad_mask, out_grads):
+        at.set_backend(backend)
+        ins = [None if t is None else (leaf(t) if m else t.clone()) for t, m in zip(inputs, grad_mask)]
+        outs = fn(*ins)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        torch.autograd.backward([o for o, go in zip(outs, out_grads) if go is not None],
+                                [go for go in out_grads if go is not None])
+        return [o.detach() for o in outs] + [t.grad for t, m in zip(ins, grad_mask) if t is not None and m]
+
+    def same(what, fn, inputs, grad_mask, out_grads):
+        a = run("cpp", fn, inputs, grad_mask, out_grads)
+        b = run("python", fn, inputs, grad_mask, out_grads)
+        ok = len(a) == len(b) and all((u is None and v is None) or (u is not None and v is not None and
+                                      u.dtype == v.dtype and torch.equal(u, v)) for u, v in zip(a, b))
+        g.check(ok, f"{what}: the cpp and python backends differ")
+
+    for dt in [torch.float32, torch.float64, torch.float16, torch.bfloat16]:
+        for shape in [(5, 64), (3, 2, 300)]:
+            d, k = shape[-1], len(shape)
+            x, w, b = randn(shape, 300 + k, dt, 2.0, 0.5), randn((d,), 310 + k, dt, 1.0, 1.0), randn((d,), 320 + k, dt)
+            dy, ds, f = randn(shape, 330 + k, dt), randn(shape, 340 + k, dt), randn(shape, 350 + k, dt)
+            tag = f"{dt} {shape}"
+            same(f"layer_norm {tag}", lambda x, w, b: at.layer_norm(x, w, b), (x, w, b), (1, 1, 1), (dy,))
+            same(f"layer_norm {tag} no weight", lambda x, w, b: at.layer_norm(x, w, b), (x, None, b), (1, 0, 1), (dy,))
+            same(f"layer_norm {tag} w,b only", lambda x, w, b: at.layer_norm(x, w, b), (x, w, b), (0, 1, 1), (dy,))
+            same(f"rms_norm {tag}", lambda x, w: at.rms_norm(x, w), (x, w), (1, 1), (dy,))
+            same(f"rms_norm {tag} x only", lambda x: at.rms_norm(x), (x,), (1,), (dy,))
+            for kind in ["layer", "rms"]:
+                kw = dict(kind=kind, alpha=0.7, p=0.25, seed=11, offset=5)
+                bias = b if kind == "layer" else None
+                call = lambda h, f, w, b, kw=kw: at.add_norm(h, f, w, b, **kw)  # noqa: E731
+                same(f"add_norm {kind} {tag}", call, (x, f, w, bias), (1, 1, 1, 1), (ds, dy))
+                same(f"add_norm {kind} {tag} y only", call, (x, f, None, bias), (1, 1, 0, 1), (None, dy))
+                same(f"add_norm {kind} {tag} s only, f only", call, (x, f, w, bias), (0, 1, 0, 0), (ds, None))
+                if dt in (torch.float16, torch.bfloat16):
+                    same(f"add_norm {kind} {tag} f32 stream", call, (x.float(), f, w, bias), (1, 1, 1, 1),
+                         (ds.float(), dy))
+    # Outputs of 4 MiB or more: the C++ backend allocates them on huge pages (its own allocator).
+    shape = (1100, 1024)
+    x, f, w, b = randn(shape, 360), randn(shape, 361), randn((1024,), 362), randn((1024,), 363)
+    dy, ds = randn(shape, 364), randn(shape, 365)
+    same(f"layer_norm {shape}", lambda x, w, b: at.layer_norm(x, w, b), (x, w, b), (1, 1, 1), (dy,))
+    same(f"rms_norm {shape}", lambda x, w: at.rms_norm(x, w), (x, w), (1, 1), (dy,))
+    call = lambda h, f, w, b: at.add_norm(h, f, w, b, p=0.1, seed=3)  # noqa: E731
+    same(f"add_norm {shape}", call, (x, f, w, b), (1, 1, 1, 1), (ds, dy))
+    same(f"add_norm {shape} s only", call, (x, f, w, b), (1, 1, 1, 1), (ds, None))
+    at.set_backend("cpp")
+    y = at.layer_norm(x)
+    y.resize_(2000, 1024)  # a storage of the C++ backend's allocator resizes like torch.empty's
+    g.check(y.shape == (2000, 1024) and torch.equal(y[:1100], at.layer_norm(x)),
+            "a large output of the cpp backend does not resize or lost its values")
+    at.set_backend("python")
+    raises(g, "set_backend unknown", ValueError, "set_backend", lambda: at.set_backend("numpy"))
+
+
+backends = at.available_backends()
+for backend in backends:
+    at.set_backend(backend)
+    print(f"backend {backend}:")
+    for name, body in [("gradcheck", g_gradcheck), ("layer_norm", g_layer_norm), ("rms_norm", g_rms_norm),
+                       ("add_norm", g_add_norm), ("16-bit", g_16bit), ("modules", g_modules), ("edge", g_edge),
+                       ("no grad", g_no_grad),
+                       ("errors", g_errors)]:
+        Group(f"{backend} {name}" if len(backends) > 1 else name).run(body)
+if "cpp" in backends:
+    Group("backends").run(g_backends)
+else:
+    print("(addnorm.torch has no C++ backend in this build: the backends' agreement was not checked)")
 
 if not torch.cuda.is_available():
     print("(CUDA not available: the CUDA-tensor error check was skipped)")

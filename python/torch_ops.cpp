@@ -1,0 +1,434 @@
+// addnorm._torch_ops: addnorm.torch's autograd functions written against libtorch (python/README.md,
+// "PyTorch"). The same kernels, checks and results as the Python autograd Functions of
+// python/addnorm/torch.py, which addnorm.torch falls back to when this module was not built (no
+// libtorch-dev): what this saves is the Python Function's cost, about 25 us a step of forward and
+// backward, which made a 1 x 512 LayerNorm step 2.2x slower than torch.nn.LayerNorm's.
+//
+// Each function checks its tensors with the GIL held (errors name addnorm.torch.<function>), then
+// runs the autograd Function without it. Backward runs on autograd's threads and calls no Python.
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/extension.h>
+
+#include <sys/mman.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <span>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "addnorm/core/dtype.hpp"
+#include "addnorm/core/view.hpp"
+#include "addnorm/norm/add_norm.hpp"
+#include "addnorm/norm/layer_norm.hpp"
+#include "addnorm/norm/rms_norm.hpp"
+
+namespace addnorm::torch_ops {
+
+namespace {
+
+namespace py = pybind11;
+using at::ScalarType;
+using at::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+template <class E, class... Parts>
+[[noreturn]] void fail(const char* fn, const Parts&... parts) {
+  std::ostringstream os;
+  os << "[addnorm.torch." << fn << "] ";
+  (os << ... << parts);
+  throw E(os.str());
+}
+
+// "(4, 3)", as Python prints tuple(t.shape).
+std::string shape_str(const Tensor& t) {
+  std::ostringstream os;
+  os << '(';
+  for (int64_t i = 0; i < t.dim(); ++i) os << (i ? ", " : "") << t.size(i);
+  os << (t.dim() == 1 ? ",)" : ")");
+  return os.str();
+}
+
+// "torch.float32", as Python prints a dtype.
+std::string dtype_str(ScalarType st) {
+  return py::str(reinterpret_cast<PyObject*>(torch::getTHPDtype(st))).cast<std::string>();
+}
+
+bool supported(ScalarType st) {
+  return st == ScalarType::Float || st == ScalarType::Double || st == ScalarType::Half || st == ScalarType::BFloat16;
+}
+
+bool narrow(ScalarType st) { return st == ScalarType::Half || st == ScalarType::BFloat16; }
+
+// obj as a CPU tensor of one of the four dtypes.
+Tensor tensor_arg(py::handle obj, const char* fn, const char* name) {
+  if (!THPVariable_Check(obj.ptr())) {
+    fail<py::type_error>(fn, name, " must be a torch.Tensor, got ",
+                         py::type::of(obj).attr("__name__").cast<std::string>());
+  }
+  const Tensor& t = THPVariable_Unpack(obj.ptr());
+  if (!t.device().is_cpu()) {
+    fail<py::type_error>(fn, name, " is on device ", t.device().str(), "; only CPU tensors are supported");
+  }
+  if (!supported(t.scalar_type())) {
+    fail<py::type_error>(fn, name, " has dtype ", dtype_str(t.scalar_type()),
+                         "; expected float32, float64, float16 or bfloat16");
+  }
+  return t;
+}
+
+// Data: shape (..., d) with d > 0.
+Tensor data_arg(py::handle obj, const char* fn, const char* name) {
+  Tensor t = tensor_arg(obj, fn, name);
+  if (t.dim() < 1 || t.size(-1) < 1) {
+    fail<py::value_error>(fn, name, " has shape ", shape_str(t), "; expected (..., d) with d > 0");
+  }
+  return t;
+}
+
+// An optional parameter (weight, bias): None (an undefined tensor) or shape (d,) and the data's dtype.
+Tensor param_arg(py::handle obj, const char* fn, const char* name, const Tensor& data) {
+  if (obj.is_none()) return {};
+  Tensor t = tensor_arg(obj, fn, name);
+  if (t.scalar_type() != data.scalar_type()) {
+    fail<py::type_error>(fn, name, " has dtype ", dtype_str(t.scalar_type()), "; expected ",
+                         dtype_str(data.scalar_type()));
+  }
+  if (t.dim() != 1 || t.size(0) != data.size(-1)) {
+    fail<py::value_error>(fn, name, " has shape ", shape_str(t), "; expected (", data.size(-1), ",)");
+  }
+  return t;
+}
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+// Calls f(Tag<T>{}) with the C++ type of a (supported) dtype.
+template <class F>
+decltype(auto) visit(ScalarType st, F&& f) {
+  switch (st) {
+    case ScalarType::Double:
+      return f(Tag<double>{});
+    case ScalarType::Half:
+      return f(Tag<f16>{});
+    case ScalarType::BFloat16:
+      return f(Tag<bf16>{});
+    default:
+      break;
+  }
+  return f(Tag<float>{});
+}
+
+// Calls f(Tag<T>{}, Tag<R>{}) for the data's type and the residual stream's: the same, or float for
+// 16-bit data (add_norm_args checked the pair).
+template <class F>
+void visit_stream(ScalarType data, ScalarType stream, F&& f) {
+  visit(data, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+      if (stream == ScalarType::Float) return f(tag, Tag<float>{});
+    }
+    f(tag, tag);
+  });
+}
+
+// The statistics' dtype: float32, or float64 for float64 data.
+ScalarType stat_type(ScalarType st) { return st == ScalarType::Double ? ScalarType::Double : ScalarType::Float; }
+
+// Views of contiguous tensors of shape (..., d) as rows x d; spans of vectors (undefined: empty).
+int64_t rows_of(const Tensor& t) { return t.size(-1) > 0 ? t.numel() / t.size(-1) : 0; }
+
+template <class T>
+View2D<const T> in_view(const Tensor& t) {
+  return View2D<const T>(static_cast<const T*>(t.data_ptr()), rows_of(t), t.size(-1));
+}
+
+template <class T>
+View2D<T> out_view(const Tensor& t) {
+  return View2D<T>(static_cast<T*>(t.data_ptr()), rows_of(t), t.size(-1));
+}
+
+template <class T>
+std::span<const T> in_span(const Tensor& t) {
+  if (!t.defined()) return {};
+  return {static_cast<const T*>(t.data_ptr()), static_cast<size_t>(t.numel())};
+}
+
+template <class T>
+std::span<T> out_span(const Tensor& t) {
+  if (!t.defined()) return {};
+  return {static_cast<T*>(t.data_ptr()), static_cast<size_t>(t.numel())};
+}
+
+// An optional tensor argument of a Function: absent (nullopt) is not an autograd input.
+using OptTensor = c10::optional<Tensor>;
+
+OptTensor optional(const Tensor& t) { return t.defined() ? OptTensor(t) : c10::nullopt; }
+
+Tensor contiguous(const OptTensor& t) { return t && t->defined() ? t->contiguous() : Tensor(); }
+
+// Large outputs are allocated as NumPy allocates its arrays: aligned as torch's own allocator
+// aligns (64 bytes), and from 4 MiB on advised onto transparent huge pages. torch's CPU allocator
+// (1.13) gives no such advice, and where the kernel's setting is "madvise" (Debian's default) a new
+// output that glibc maps afresh (over its mmap threshold, which reaches 32 MiB) faults on every
+// 4 KiB page at its first write: a 64 MiB torch.empty filled took 25.8 ms against 6.3 for np.empty
+// (2 threads, 2026-12-05), and a 4096 x 4096 LayerNorm step through this module 47 ms against 16
+// through NumPy's arrays. Smaller blocks come back from glibc's heap, where the advice costs nothing.
+class HugePageAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) const override {
+    void* p = nullptr;
+    if (n > 0 && posix_memalign(&p, 64, n) != 0) throw std::bad_alloc();
+    if (n >= kAdviseBytes) {
+      const auto begin = (reinterpret_cast<uintptr_t>(p) + kPage - 1) / kPage * kPage;
+      const auto end = (reinterpret_cast<uintptr_t>(p) + n) / kPage * kPage;
+      madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // advice: without THP, ignored
+    }
+    return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+
+  static constexpr size_t kAdviseBytes = size_t{4} << 20;
+
+ private:
+  static constexpr uintptr_t kPage = 4096;
+  static void release(void* p) { std::free(p); }
+};
+
+// A new (uninitialized) output of like's dtype (or dtype) and shape; on huge pages from 4 MiB.
+Tensor new_output(const Tensor& like, c10::optional<ScalarType> dtype = c10::nullopt) {
+  const ScalarType st = dtype.value_or(like.scalar_type());
+  if (static_cast<size_t>(like.numel()) * c10::elementSize(st) < HugePageAllocator::kAdviseBytes) {
+    return at::empty(like.sizes(), like.options().dtype(st));
+  }
+  static HugePageAllocator allocator;
+  return at::detail::empty_generic(like.sizes(), &allocator, c10::DispatchKeySet(c10::DispatchKey::CPU), st,
+                                   c10::nullopt);
+}
+
+// Statistics for data x: one per row, shape x.shape[:-1].
+Tensor new_stats(const Tensor& x) {
+  return at::empty(x.sizes().slice(0, static_cast<size_t>(x.dim() - 1)), x.options().dtype(stat_type(x.scalar_type())));
+}
+
+// A parameter gradient for the kernels to accumulate into, or undefined when not wanted.
+Tensor new_param_grad(bool wanted, const Tensor& like_data) {
+  return wanted ? at::zeros({like_data.size(-1)}, like_data.options()) : Tensor();
+}
+
+// Whether backward must compute the gradient of a forward argument. Absent optional tensors are
+// not autograd inputs, so an argument's input index counts only the tensors given before it:
+// `before` of them, and the argument itself if `given`.
+bool needs_grad(AutogradContext* ctx, int64_t before, bool given) {
+  return given && ctx->needs_input_grad(static_cast<size_t>(before));
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm
+
+struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x_in, const OptTensor& weight_in, const OptTensor& bias_in,
+                        double eps) {
+    const Tensor x = x_in.contiguous(), weight = contiguous(weight_in), bias = contiguous(bias_in);
+    Tensor y = new_output(x), mean = new_stats(x), rstd = new_stats(x);
+    visit(x.scalar_type(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      layer_norm_forward<T>(out_view<T>(y), out_span<stat_t<T>>(mean), out_span<stat_t<T>>(rstd), in_view<T>(x),
+                            in_span<T>(weight), in_span<T>(bias), eps);
+    });
+    ctx->save_for_backward({x, weight, mean, rstd});
+    ctx->saved_data["bias"] = bias.defined();
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const Tensor &x = saved[0], &weight = saved[1], &mean = saved[2], &rstd = saved[3];
+    const bool need_x = ctx->needs_input_grad(0);
+    const bool need_w = needs_grad(ctx, 1, weight.defined());
+    const bool need_b = needs_grad(ctx, 1 + weight.defined(), ctx->saved_data["bias"].toBool());
+    if (!need_x && !need_w && !need_b) return {Tensor(), Tensor(), Tensor(), Tensor()};
+    const Tensor dy = grads[0].contiguous();
+    // The kernel computes dgamma (given gamma) and dbeta together; the one not asked for is dropped.
+    const bool params = need_w || need_b;
+    const Tensor dx = new_output(x);
+    const Tensor dw = new_param_grad(params && weight.defined(), x);
+    const Tensor db = new_param_grad(params, x);
+    visit(x.scalar_type(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      layer_norm_backward<T>(out_view<T>(dx), out_span<T>(dw), out_span<T>(db), in_view<T>(dy), in_view<T>(x),
+                             in_span<stat_t<T>>(mean), in_span<stat_t<T>>(rstd), in_span<T>(weight));
+    });
+    return {need_x ? dx : Tensor(), need_w ? dw : Tensor(), need_b ? db : Tensor(), Tensor()};
+  }
+};
+
+Tensor layer_norm(py::handle x_in, py::handle weight_in, py::handle bias_in, double eps) {
+  const char* fn = "layer_norm";
+  const Tensor x = data_arg(x_in, fn, "x");
+  const Tensor weight = param_arg(weight_in, fn, "weight", x);
+  const Tensor bias = param_arg(bias_in, fn, "bias", x);
+  py::gil_scoped_release nogil;
+  return LayerNormFn::apply(x, optional(weight), optional(bias), eps);
+}
+
+// ---------------------------------------------------------------------------------------------
+// RMSNorm
+
+struct RMSNormFn : torch::autograd::Function<RMSNormFn> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x_in, const OptTensor& weight_in, double eps) {
+    const Tensor x = x_in.contiguous(), weight = contiguous(weight_in);
+    Tensor y = new_output(x), rstd = new_stats(x);
+    visit(x.scalar_type(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      rms_norm_forward<T>(out_view<T>(y), out_span<stat_t<T>>(rstd), in_view<T>(x), in_span<T>(weight), eps);
+    });
+    ctx->save_for_backward({x, weight, rstd});
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const Tensor &x = saved[0], &weight = saved[1], &rstd = saved[2];
+    const bool need_x = ctx->needs_input_grad(0);
+    const bool need_w = needs_grad(ctx, 1, weight.defined());
+    if (!need_x && !need_w) return {Tensor(), Tensor(), Tensor()};
+    const Tensor dy = grads[0].contiguous();
+    const Tensor dx = new_output(x);
+    const Tensor dw = new_param_grad(need_w, x);
+    visit(x.scalar_type(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      rms_norm_backward<T>(out_view<T>(dx), out_span<T>(dw), in_view<T>(dy), in_view<T>(x), in_span<stat_t<T>>(rstd),
+                           in_span<T>(weight));
+    });
+    return {need_x ? dx : Tensor(), need_w ? dw : Tensor(), Tensor()};
+  }
+};
+
+Tensor rms_norm(py::handle x_in, py::handle weight_in, double eps) {
+  const char* fn = "rms_norm";
+  const Tensor x = data_arg(x_in, fn, "x");
+  const Tensor weight = param_arg(weight_in, fn, "weight", x);
+  py::gil_scoped_release nogil;
+  return RMSNormFn::apply(x, optional(weight), eps);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fused residual add + dropout + norm
+
+struct AddNormFn : torch::autograd::Function<AddNormFn> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& h_in, const Tensor& f_in, const OptTensor& weight_in,
+                               const OptTensor& bias_in, const AddNormOptions& options) {
+    ctx->set_materialize_grads(false);  // an unused output's gradient arrives undefined
+    const Tensor h = h_in.contiguous(), f = f_in.contiguous(), weight = contiguous(weight_in),
+                 bias = contiguous(bias_in);
+    const bool layer = options.kind == NormKind::layer;
+    Tensor s = new_output(h), y = new_output(f), mean = layer ? new_stats(f) : Tensor(), rstd = new_stats(f);
+    visit_stream(f.scalar_type(), h.scalar_type(), [&](auto t_tag, auto r_tag) {
+      using T = typename decltype(t_tag)::type;
+      using R = typename decltype(r_tag)::type;
+      add_norm_forward<T, R>(out_view<R>(s), out_view<T>(y), out_span<stat_t<T>>(mean), out_span<stat_t<T>>(rstd),
+                             in_view<R>(h), in_view<T>(f), in_span<T>(weight), in_span<T>(bias), options);
+    });
+    ctx->save_for_backward({s, weight, mean, rstd});
+    ctx->saved_data["bias"] = bias.defined();
+    ctx->saved_data["layer"] = layer;
+    ctx->saved_data["alpha"] = options.alpha;
+    ctx->saved_data["p"] = options.dropout.p;
+    ctx->saved_data["seed"] = std::bit_cast<int64_t>(options.dropout.seed);
+    ctx->saved_data["offset"] = std::bit_cast<int64_t>(options.dropout.offset);
+    ctx->saved_data["f_dtype"] = static_cast<int64_t>(f.scalar_type());
+    return {s, y};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list none(5);
+    const auto saved = ctx->get_saved_variables();
+    const Tensor &s = saved[0], &weight = saved[1], &mean = saved[2], &rstd = saved[3];
+    const bool need_h = ctx->needs_input_grad(0), need_f = ctx->needs_input_grad(1);
+    const bool need_w = needs_grad(ctx, 2, weight.defined());
+    const bool need_b = needs_grad(ctx, 2 + weight.defined(), ctx->saved_data["bias"].toBool());
+    const Tensor &ds_in = grads[0], &dy_in = grads[1];
+    if ((!ds_in.defined() && !dy_in.defined()) || !(need_h || need_f || need_w || need_b)) return none;
+    AddNormOptions options;
+    options.kind = ctx->saved_data["layer"].toBool() ? NormKind::layer : NormKind::rms;
+    options.alpha = ctx->saved_data["alpha"].toDouble();
+    options.dropout =
+        DropoutSpec{ctx->saved_data["p"].toDouble(), std::bit_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
+                    std::bit_cast<uint64_t>(ctx->saved_data["offset"].toInt())};
+    const auto f_dtype = static_cast<ScalarType>(ctx->saved_data["f_dtype"].toInt());
+    // y unused: only the residual stream's gradient flows (dy = 0).
+    const Tensor dy = dy_in.defined() ? dy_in.contiguous() : new_output(s, f_dtype).zero_();
+    const Tensor ds = contiguous(ds_in);
+    const bool layer = options.kind == NormKind::layer;
+    const Tensor dh = new_output(s), df = new_output(dy);
+    const Tensor dw = new_param_grad((need_w || need_b) && weight.defined(), dy);
+    const Tensor db = new_param_grad((need_w || need_b) && layer, dy);
+    visit_stream(f_dtype, s.scalar_type(), [&](auto t_tag, auto r_tag) {
+      using T = typename decltype(t_tag)::type;
+      using R = typename decltype(r_tag)::type;
+      const View2D<const R> dsv = ds.defined() ? in_view<R>(ds) : View2D<const R>{};
+      add_norm_backward<T, R>(out_view<R>(dh), out_view<T>(df), out_span<T>(dw), out_span<T>(db), in_view<T>(dy), dsv,
+                              in_view<R>(s), in_span<stat_t<T>>(mean), in_span<stat_t<T>>(rstd), in_span<T>(weight),
+                              options);
+    });
+    return {need_h ? dh : Tensor(), need_f ? df : Tensor(), need_w ? dw : Tensor(), need_b ? db : Tensor(), Tensor()};
+  }
+};
+
+std::tuple<Tensor, Tensor> add_norm(py::handle h_in, py::handle f_in, py::handle weight_in, py::handle bias_in,
+                                    const std::string& kind, double eps, double alpha, double p, uint64_t seed,
+                                    uint64_t offset) {
+  const char* fn = "add_norm";
+  const Tensor h = data_arg(h_in, fn, "h");
+  const Tensor f = data_arg(f_in, fn, "f");
+  const Tensor weight = param_arg(weight_in, fn, "weight", f);
+  const Tensor bias = param_arg(bias_in, fn, "bias", f);
+  if (h.sizes() != f.sizes()) {
+    fail<py::value_error>(fn, "h has shape ", shape_str(h), " but f has shape ", shape_str(f));
+  }
+  if (h.scalar_type() != f.scalar_type() && !(h.scalar_type() == ScalarType::Float && narrow(f.scalar_type()))) {
+    fail<py::type_error>(fn, "h has dtype ", dtype_str(h.scalar_type()), " and f ", dtype_str(f.scalar_type()),
+                         "; expected the same dtype, or h float32 with f float16/bfloat16");
+  }
+  if (kind != "layer" && kind != "rms") fail<py::value_error>(fn, "kind must be 'layer' or 'rms', got '", kind, "'");
+  if (kind == "rms" && bias.defined()) fail<py::value_error>(fn, "kind='rms' takes no bias");
+  if (!(p >= 0.0 && p <= 1.0)) fail<py::value_error>(fn, "dropout p must be in [0, 1], got ", p);
+  AddNormOptions options;
+  options.kind = kind == "layer" ? NormKind::layer : NormKind::rms;
+  options.eps = eps;
+  options.alpha = alpha;
+  options.dropout = DropoutSpec{p, seed, offset};
+  py::gil_scoped_release nogil;
+  const variable_list out = AddNormFn::apply(h, f, optional(weight), optional(bias), options);
+  return {out[0], out[1]};
+}
+
+}  // namespace
+
+}  // namespace addnorm::torch_ops
+
+PYBIND11_MODULE(_torch_ops, m) {
+  namespace py = pybind11;
+  using namespace addnorm::torch_ops;
+  m.doc() = "addnorm.torch's autograd functions in C++ (libtorch); addnorm.torch calls them, see python/README.md";
+  const auto none = py::none();
+  m.def("layer_norm", &layer_norm, py::arg("x"), py::arg("weight") = none, py::arg("bias") = none,
+        py::arg("eps") = 1e-5, "LayerNorm over the last dimension (autograd: x, weight, bias).");
+  m.def("rms_norm", &rms_norm, py::arg("x"), py::arg("weight") = none, py::arg("eps") = 1e-5,
+        "RMSNorm over the last dimension (autograd: x, weight).");
+  m.def("add_norm", &add_norm, py::arg("h"), py::arg("f"), py::arg("weight") = none, py::arg("bias") = none,
+        py::arg("kind") = "layer", py::arg("eps") = 1e-5, py::arg("alpha") = 1.0, py::arg("p") = 0.0,
+        py::arg("seed") = 0, py::arg("offset") = 0,
+        "Fused residual add + dropout + norm: (s, y), s = alpha * h + Dropout(f), y = Norm(s) (autograd: h, f, "
+        "weight, bias).");
+}
