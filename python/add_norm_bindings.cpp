@@ -3,7 +3,6 @@
 #include <pybind11/pybind11.h>
 
 #include <string>
-#include <type_traits>
 
 #include "addnorm/norm/add_norm.hpp"
 #include "addnorm/norm/dropout.hpp"
@@ -43,18 +42,6 @@ void check_stream(const char* fn, const char* name, const Data& stream, const Da
   if (stream.shape() != data.shape()) {
     value_error(fn, std::string(name) + " has shape " + shape_str(stream.arr) + "; expected " + shape_str(data.arr));
   }
-}
-
-// Calls f(Tag<T>{}, Tag<R>{}) for data type dt and stream type rt (checked by check_stream).
-template <class F>
-void visit_stream(Dt dt, Dt rt, F&& f) {
-  visit(dt, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
-      if (rt == Dt::f32) return f(tag, Tag<float>{});
-    }
-    f(tag, tag);
-  });
 }
 
 py::tuple add_norm_fwd(const py::object& h_in, const py::object& f_in, const py::object& gamma, const py::object& beta,

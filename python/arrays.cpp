@@ -8,14 +8,6 @@ namespace addnorm::py_bind {
 
 namespace {
 
-template <class E, class... Parts>
-[[noreturn]] void fail(const char* fn, const Parts&... parts) {
-  std::ostringstream os;
-  os << "[addnorm." << fn << "] ";
-  (os << ... << parts);
-  throw E(os.str());
-}
-
 // The element type of a NumPy dtype, if it is one of the four (native byte order only).
 bool dt_of(const py::dtype& t, Dt& dt) {
   const char order = t.byteorder();

@@ -17,34 +17,9 @@
 #include "addnorm/core/dtype.hpp"
 #include "addnorm/core/view.hpp"
 #include "addnorm/norm/types.hpp"
+#include "dispatch.hpp"
 
 namespace addnorm::py_bind {
-
-namespace py = pybind11;
-
-enum class Dt { f32, f64, f16, bf16 };
-
-// A type carried as a value, for visit().
-template <class T>
-struct Tag {
-  using type = T;
-};
-
-// Calls f(Tag<T>{}) with the C++ type of dt.
-template <class F>
-decltype(auto) visit(Dt dt, F&& f) {
-  switch (dt) {
-    case Dt::f32:
-      return f(Tag<float>{});
-    case Dt::f64:
-      return f(Tag<double>{});
-    case Dt::f16:
-      return f(Tag<f16>{});
-    case Dt::bf16:
-      break;
-  }
-  return f(Tag<bf16>{});
-}
 
 inline const char* dt_name(Dt dt) {
   switch (dt) {

@@ -19,7 +19,6 @@
 #include <sstream>
 #include <string>
 #include <tuple>
-#include <type_traits>
 #include <vector>
 
 #include "addnorm/core/dtype.hpp"
@@ -27,6 +26,7 @@
 #include "addnorm/norm/add_norm.hpp"
 #include "addnorm/norm/layer_norm.hpp"
 #include "addnorm/norm/rms_norm.hpp"
+#include "dispatch.hpp"
 
 namespace addnorm::torch_ops {
 
@@ -35,16 +35,12 @@ namespace {
 namespace py = pybind11;
 using at::ScalarType;
 using at::Tensor;
+using py_bind::Dt;
+using py_bind::fail;
+using py_bind::visit;
+using py_bind::visit_stream;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-template <class E, class... Parts>
-[[noreturn]] void fail(const char* fn, const Parts&... parts) {
-  std::ostringstream os;
-  os << "[addnorm.torch." << fn << "] ";
-  (os << ... << parts);
-  throw E(os.str());
-}
 
 // "(4, 3)", as Python prints tuple(t.shape).
 std::string shape_str(const Tensor& t) {
@@ -106,38 +102,19 @@ Tensor param_arg(py::handle obj, const char* fn, const char* name, const Tensor&
   return t;
 }
 
-template <class T>
-struct Tag {
-  using type = T;
-};
-
-// Calls f(Tag<T>{}) with the C++ type of a (supported) dtype.
-template <class F>
-decltype(auto) visit(ScalarType st, F&& f) {
+// The element type of a (supported) dtype.
+Dt dt_of(ScalarType st) {
   switch (st) {
     case ScalarType::Double:
-      return f(Tag<double>{});
+      return Dt::f64;
     case ScalarType::Half:
-      return f(Tag<f16>{});
+      return Dt::f16;
     case ScalarType::BFloat16:
-      return f(Tag<bf16>{});
+      return Dt::bf16;
     default:
       break;
   }
-  return f(Tag<float>{});
-}
-
-// Calls f(Tag<T>{}, Tag<R>{}) for the data's type and the residual stream's: the same, or float for
-// 16-bit data (add_norm_args checked the pair).
-template <class F>
-void visit_stream(ScalarType data, ScalarType stream, F&& f) {
-  visit(data, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
-      if (stream == ScalarType::Float) return f(tag, Tag<float>{});
-    }
-    f(tag, tag);
-  });
+  return Dt::f32;
 }
 
 // The statistics' dtype: float32, or float64 for float64 data.
@@ -240,7 +217,7 @@ struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
                         double eps) {
     const Tensor x = x_in.contiguous(), weight = contiguous(weight_in), bias = contiguous(bias_in);
     Tensor y = new_output(x), mean = new_stats(x), rstd = new_stats(x);
-    visit(x.scalar_type(), [&](auto tag) {
+    visit(dt_of(x.scalar_type()), [&](auto tag) {
       using T = typename decltype(tag)::type;
       layer_norm_forward<T>(out_view<T>(y), out_span<stat_t<T>>(mean), out_span<stat_t<T>>(rstd), in_view<T>(x),
                             in_span<T>(weight), in_span<T>(bias), eps);
@@ -263,7 +240,7 @@ struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
     const Tensor dx = new_output(x);
     const Tensor dw = new_param_grad(params && weight.defined(), x);
     const Tensor db = new_param_grad(params, x);
-    visit(x.scalar_type(), [&](auto tag) {
+    visit(dt_of(x.scalar_type()), [&](auto tag) {
       using T = typename decltype(tag)::type;
       layer_norm_backward<T>(out_view<T>(dx), out_span<T>(dw), out_span<T>(db), in_view<T>(dy), in_view<T>(x),
                              in_span<stat_t<T>>(mean), in_span<stat_t<T>>(rstd), in_span<T>(weight));
@@ -273,7 +250,7 @@ struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
 };
 
 Tensor layer_norm(py::handle x_in, py::handle weight_in, py::handle bias_in, double eps) {
-  const char* fn = "layer_norm";
+  const char* fn = "torch.layer_norm";
   const Tensor x = data_arg(x_in, fn, "x");
   const Tensor weight = param_arg(weight_in, fn, "weight", x);
   const Tensor bias = param_arg(bias_in, fn, "bias", x);
@@ -288,7 +265,7 @@ struct RMSNormFn : torch::autograd::Function<RMSNormFn> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x_in, const OptTensor& weight_in, double eps) {
     const Tensor x = x_in.contiguous(), weight = contiguous(weight_in);
     Tensor y = new_output(x), rstd = new_stats(x);
-    visit(x.scalar_type(), [&](auto tag) {
+    visit(dt_of(x.scalar_type()), [&](auto tag) {
       using T = typename decltype(tag)::type;
       rms_norm_forward<T>(out_view<T>(y), out_span<stat_t<T>>(rstd), in_view<T>(x), in_span<T>(weight), eps);
     });
@@ -305,7 +282,7 @@ struct RMSNormFn : torch::autograd::Function<RMSNormFn> {
     const Tensor dy = grads[0].contiguous();
     const Tensor dx = new_output(x);
     const Tensor dw = new_param_grad(need_w, x);
-    visit(x.scalar_type(), [&](auto tag) {
+    visit(dt_of(x.scalar_type()), [&](auto tag) {
       using T = typename decltype(tag)::type;
       rms_norm_backward<T>(out_view<T>(dx), out_span<T>(dw), in_view<T>(dy), in_view<T>(x), in_span<stat_t<T>>(rstd),
                            in_span<T>(weight));
@@ -315,7 +292,7 @@ struct RMSNormFn : torch::autograd::Function<RMSNormFn> {
 };
 
 Tensor rms_norm(py::handle x_in, py::handle weight_in, double eps) {
-  const char* fn = "rms_norm";
+  const char* fn = "torch.rms_norm";
   const Tensor x = data_arg(x_in, fn, "x");
   const Tensor weight = param_arg(weight_in, fn, "weight", x);
   py::gil_scoped_release nogil;
@@ -333,7 +310,7 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
                  bias = contiguous(bias_in);
     const bool layer = options.kind == NormKind::layer;
     Tensor s = new_output(h), y = new_output(f), mean = layer ? new_stats(f) : Tensor(), rstd = new_stats(f);
-    visit_stream(f.scalar_type(), h.scalar_type(), [&](auto t_tag, auto r_tag) {
+    visit_stream(dt_of(f.scalar_type()), dt_of(h.scalar_type()), [&](auto t_tag, auto r_tag) {
       using T = typename decltype(t_tag)::type;
       using R = typename decltype(r_tag)::type;
       add_norm_forward<T, R>(out_view<R>(s), out_view<T>(y), out_span<stat_t<T>>(mean), out_span<stat_t<T>>(rstd),
@@ -373,7 +350,7 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
     const Tensor dh = new_output(s), df = new_output(dy);
     const Tensor dw = new_param_grad((need_w || need_b) && weight.defined(), dy);
     const Tensor db = new_param_grad((need_w || need_b) && layer, dy);
-    visit_stream(f_dtype, s.scalar_type(), [&](auto t_tag, auto r_tag) {
+    visit_stream(dt_of(f_dtype), dt_of(s.scalar_type()), [&](auto t_tag, auto r_tag) {
       using T = typename decltype(t_tag)::type;
       using R = typename decltype(r_tag)::type;
       const View2D<const R> dsv = ds.defined() ? in_view<R>(ds) : View2D<const R>{};
@@ -388,7 +365,7 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
 std::tuple<Tensor, Tensor> add_norm(py::handle h_in, py::handle f_in, py::handle weight_in, py::handle bias_in,
                                     const std::string& kind, double eps, double alpha, double p, uint64_t seed,
                                     uint64_t offset) {
-  const char* fn = "add_norm";
+  const char* fn = "torch.add_norm";
   const Tensor h = data_arg(h_in, fn, "h");
   const Tensor f = data_arg(f_in, fn, "f");
   const Tensor weight = param_arg(weight_in, fn, "weight", f);
