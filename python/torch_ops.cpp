@@ -390,6 +390,63 @@ std::tuple<Tensor, Tensor> add_norm(py::handle h_in, py::handle f_in, py::handle
   return {out[0], out[1]};
 }
 
+// ---------------------------------------------------------------------------------------------
+// ReZero
+
+struct ReZeroFn : torch::autograd::Function<ReZeroFn> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& h_in, const Tensor& f_in, const Tensor& a,
+                        const DropoutSpec& dropout) {
+    const Tensor h = h_in.contiguous(), f = f_in.contiguous();
+    const double value = a.item<double>();
+    Tensor s = new_output(h);
+    visit(dt_of(h.scalar_type()), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      rezero_forward<T>(out_view<T>(s), in_view<T>(h), in_view<T>(f), value, dropout);
+    });
+    ctx->save_for_backward({f, a});
+    ctx->saved_data["a"] = value;
+    ctx->saved_data["p"] = dropout.p;
+    ctx->saved_data["seed"] = std::bit_cast<int64_t>(dropout.seed);
+    ctx->saved_data["offset"] = std::bit_cast<int64_t>(dropout.offset);
+    return s;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const Tensor &f = saved[0], &a = saved[1];
+    const bool need_h = ctx->needs_input_grad(0), need_f = ctx->needs_input_grad(1), need_a = ctx->needs_input_grad(2);
+    if (!need_h && !need_f && !need_a) return variable_list(4);
+    const Tensor ds = grads[0].contiguous();
+    const DropoutSpec dropout{ctx->saved_data["p"].toDouble(), std::bit_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
+                              std::bit_cast<uint64_t>(ctx->saved_data["offset"].toInt())};
+    const Tensor dh = new_output(f), df = new_output(f);
+    double da = 0.0;
+    visit(dt_of(f.scalar_type()), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      rezero_backward<T>(out_view<T>(dh), out_view<T>(df), da, in_view<T>(ds), in_view<T>(f),
+                         ctx->saved_data["a"].toDouble(), dropout);
+    });
+    return {need_h ? dh : Tensor(), need_f ? df : Tensor(), need_a ? at::full_like(a, da) : Tensor(), Tensor()};
+  }
+};
+
+Tensor rezero(py::handle h_in, py::handle f_in, py::handle a_in, double p, uint64_t seed, uint64_t offset) {
+  const char* fn = "torch.rezero";
+  const Tensor h = data_arg(h_in, fn, "h");
+  const Tensor f = data_arg(f_in, fn, "f");
+  if (h.scalar_type() != f.scalar_type()) {
+    fail<py::type_error>(fn, "h has dtype ", dtype_str(h.scalar_type()), " and f ", dtype_str(f.scalar_type()),
+                         "; expected the same dtype");
+  }
+  if (h.sizes() != f.sizes())
+    fail<py::value_error>(fn, "h has shape ", shape_str(h), " but f has shape ", shape_str(f));
+  const Tensor a = tensor_arg(a_in, fn, "a");
+  if (a.numel() != 1) fail<py::value_error>(fn, "a has shape ", shape_str(a), "; expected one element");
+  if (!(p >= 0.0 && p <= 1.0)) fail<py::value_error>(fn, "dropout p must be in [0, 1], got ", p);
+  py::gil_scoped_release nogil;
+  return ReZeroFn::apply(h, f, a, DropoutSpec{p, seed, offset});
+}
+
 }  // namespace
 
 }  // namespace addnorm::torch_ops
@@ -408,4 +465,6 @@ PYBIND11_MODULE(_torch_ops, m) {
         py::arg("seed") = 0, py::arg("offset") = 0,
         "Fused residual add + dropout + norm: (s, y), s = alpha * h + Dropout(f), y = Norm(s) (autograd: h, f, "
         "weight, bias).");
+  m.def("rezero", &rezero, py::arg("h"), py::arg("f"), py::arg("a"), py::arg("p") = 0.0, py::arg("seed") = 0,
+        py::arg("offset") = 0, "ReZero: s = h + a * Dropout(f), a a tensor of one element (autograd: h, f, a).");
 }

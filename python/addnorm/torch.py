@@ -9,13 +9,16 @@ float64 data); the saved statistics are float32 (float64 for float64 data).
 - ``rms_norm(x, weight=None, eps=1e-5)``
 - ``add_norm(h, f, weight=None, bias=None, kind="layer", eps=1e-5, alpha=1.0, p=0.0, seed=0,
   offset=0)`` -> ``(s, y)`` with ``s = alpha * h + Dropout(f)`` and ``y = Norm(s)``
-- ``LayerNorm(d, eps=1e-5, elementwise_affine=True)`` and ``RMSNorm(d, eps=1e-5)`` modules.
+- ``rezero(h, f, a, p=0.0, seed=0, offset=0)`` -> ``s = h + a * Dropout(f)``, ``a`` a learnable
+  scalar tensor
+- ``LayerNorm(d, eps=1e-5, elementwise_affine=True)``, ``RMSNorm(d, eps=1e-5)`` and
+  ``ReZero(p=0.0)`` modules.
 
 Inputs have any leading shape ``(..., d)``; only the last dimension is normalized (PyTorch's
 ``normalized_shape`` is always ``(d,)``), and weight and bias have shape ``(d,)`` and the data's
 dtype. The backward is first-order only (no double backward).
 
-Dropout in ``add_norm`` is not stored: the backward regenerates the mask from ``(p, seed,
+Dropout in ``add_norm`` and ``rezero`` is not stored: the backward regenerates the mask from ``(p, seed,
 offset)``. The caller must pass a new ``seed`` (or a new ``offset``) for every training step and
 every call site, otherwise the same elements are dropped every time.
 
@@ -64,7 +67,7 @@ def set_backend(name):
 
 set_backend(_ENV_BACKEND or available_backends()[0])
 
-__all__ = ["layer_norm", "rms_norm", "add_norm", "LayerNorm", "RMSNorm", "backend", "available_backends", "set_backend"]
+__all__ = ["layer_norm", "rms_norm", "add_norm", "LayerNorm", "RMSNorm", "rezero", "ReZero", "backend", "available_backends", "set_backend"]
 
 _DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
@@ -181,6 +184,28 @@ class _AddNormFunction(torch.autograd.Function):
                 None, None, None, None, None, None)
 
 
+class _ReZeroFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, f, a, p, seed, offset):
+        opts = dict(p=p, seed=seed, offset=offset)
+        value = float(a)
+        s = _C.rezero_forward(_np(h), _np(f), value, **opts)
+        ctx.save_for_backward(f, a)
+        ctx.opts, ctx.value = opts, value
+        return _tensor(s, h.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, ds):
+        f, a = ctx.saved_tensors
+        need_h, need_f, need_a = ctx.needs_input_grad[:3]
+        if ds is None or not (need_h or need_f or need_a):
+            return (None,) * 6
+        dh, df, da = _C.rezero_backward(_np(ds), _np(f), ctx.value, **ctx.opts)
+        return (_tensor(dh, f.dtype) if need_h else None, _tensor(df, f.dtype) if need_f else None,
+                torch.full_like(a, da) if need_a else None, None, None, None)
+
+
 def _needs_grad(*tensors):
     """Whether autograd will want a backward: without one, the kernels are called directly, past
     the autograd Function (1 x 512 under torch.no_grad(): 8.4 us a call against about 11)."""
@@ -238,6 +263,33 @@ def add_norm(h, f, weight=None, bias=None, kind="layer", eps=1e-5, alpha=1.0, p=
         return _tensor(s, h.dtype), _tensor(y, f.dtype)
     return _AddNormFunction.apply(h, f, weight, bias, kind, float(eps), float(alpha), float(p), int(seed),
                                   int(offset))
+
+
+def rezero(h, f, a, p=0.0, seed=0, offset=0):
+    """ReZero's residual connection (Bachlechner et al. 2020): ``s = h + a * Dropout(f)``, no norm.
+
+    ``a`` is the learnable scalar: a floating tensor of one element (any shape, e.g. ``()``), whose
+    gradient ``sum(ds * Dropout(f))`` is summed in double. h and f have the same dtype and shape.
+    Dropout is as in ``add_norm``: a counter-based mask of ``(seed, offset)``, regenerated in backward.
+    """
+    if _ops is not None:
+        return _ops.rezero(h, f, a, p, seed, offset)
+    fn = "rezero"
+    _check_args(fn, h, "h")
+    _check_args(fn, f, "f")
+    if h.dtype != f.dtype:
+        raise TypeError(f"[addnorm.torch.{fn}] h has dtype {h.dtype} and f {f.dtype}; expected the same dtype")
+    if tuple(h.shape) != tuple(f.shape):
+        raise ValueError(f"[addnorm.torch.{fn}] h has shape {tuple(h.shape)} but f has shape {tuple(f.shape)}")
+    _check(fn, "a", a)
+    if a.numel() != 1:
+        raise ValueError(f"[addnorm.torch.{fn}] a has shape {tuple(a.shape)}; expected one element")
+    if not 0.0 <= float(p) <= 1.0:
+        raise ValueError(f"[addnorm.torch.{fn}] dropout p must be in [0, 1], got {p}")
+    if not _needs_grad(h, f, a):
+        return _tensor(_C.rezero_forward(_np(h), _np(f), float(a), p=float(p), seed=int(seed), offset=int(offset)),
+                       h.dtype)
+    return _ReZeroFunction.apply(h, f, a, float(p), int(seed), int(offset))
 
 
 def _dim(cls, d):
@@ -314,3 +366,24 @@ class RMSNorm(torch.nn.Module):
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class ReZero(torch.nn.Module):
+    """ReZero's residual connection (Bachlechner et al. 2020): ``forward(h, f, seed=0, offset=0)``
+    returns ``h + a * Dropout(f)``, with the learnable scalar ``a`` (a parameter of shape (),
+    initialized to 0: every block starts as the identity) and dropout probability ``p`` (used in
+    training mode only). ``dtype`` places ``a``; h and f may have any of the four dtypes.
+    """
+
+    def __init__(self, p=0.0, device=None, dtype=None):
+        super().__init__()
+        if not 0.0 <= float(p) <= 1.0:
+            raise ValueError(f"[addnorm.torch.ReZero] dropout p must be in [0, 1], got {p}")
+        self.p = float(p)
+        self.a = torch.nn.Parameter(torch.zeros((), device=device, dtype=dtype))
+
+    def forward(self, h, f, seed=0, offset=0):
+        return rezero(h, f, self.a, self.p if self.training else 0.0, seed, offset)
+
+    def extra_repr(self):
+        return f"p={self.p}"

@@ -15,6 +15,9 @@ Groups (one line each; exits 1 listing every failure, 0 when all pass):
   add_norm    p = 0 against h * alpha + f followed by F.layer_norm / RMSNorm (s, y, dh, df, dw,
               db); p = 0.5: dropped elements (s == h exactly) match dropout_keep, kept ones have
               s = h + 2 f, and df = 0 where dropped, 2 * ds_total where kept, dh = ds_total.
+  rezero      p = 0 against h + a * f (s, dh, df, da); p = 0.5 against dropout_keep's mask;
+              bf16/f16 within 2 ulps; the ReZero module (a = 0 is the identity, eval mode drops
+              nothing, a gets a gradient).
   16-bit      bfloat16 and float16: outputs within 2 ulps (of the storage type, times max |ref|)
               of the float32 torch result on the same rounded inputs, then rounded; gradients have
               the dtype, are finite and close; add_norm with an f32 residual stream (h float32,
@@ -30,7 +33,8 @@ Every group runs once per backend of addnorm.torch (C++ on libtorch, "cpp", when
 and the Python Functions, "python"). Then:
   backends    the two backends give the same bits: outputs and every gradient of layer_norm,
               rms_norm and add_norm (with and without weight/bias, dropout, an f32 stream, inputs
-              not requiring grad) in float32, float64, float16 and bfloat16; set_backend's errors.
+              not requiring grad) and rezero in float32, float64, float16 and bfloat16; set_backend's
+              errors.
 With ADDNORM_TORCH_BACKEND=cpp in the environment (ctest sets it when the C++ module was built),
 importing addnorm.torch fails unless the C++ module loads.
 """
@@ -160,6 +164,12 @@ def g_gradcheck(g):
         gc(f"add_norm {shape} layer h,f,b (no weight)",
            lambda h, f, b: at.add_norm(h, f, None, b, alpha=0.8, p=0.3, seed=7), (h, f, b))
         gc(f"add_norm {shape} rms h,f (no weight)", lambda h, f: at.add_norm(h, f, kind="rms", p=0.3, seed=7), (h, f))
+        for a_shape in [(), (1,)]:
+            a = leaf(torch.full(a_shape, 0.6, dtype=d64))
+            for p in [0.0, 0.3]:
+                gc(f"rezero {shape} a{a_shape} p={p}", lambda h, f, a: at.rezero(h, f, a, p=p, seed=9, offset=2),
+                   (h, f, a))
+            gc(f"rezero {shape} a only", lambda a: at.rezero(h.detach(), f.detach(), a, p=0.3, seed=9), (a,))
 
 
 def g_layer_norm(g):
@@ -243,6 +253,49 @@ def g_add_norm(g):
     g.check(bool(((s2 == h) != dropped).any()), "p=0.5: a new offset gives the same mask")
     s3, _ = at.add_norm(h, f, w, b, p=p, seed=seed, offset=offset)
     g.check(torch.equal(s3, s.detach()), "p=0.5: the same (seed, offset) gives a different s")
+
+
+def g_rezero(g):
+    """rezero against h + a * f (p = 0) and against the mask of dropout_keep (p = 0.5); the module."""
+    shape = (6, 50)
+    h, f, ds = randn(shape, 140), randn(shape, 141), randn(shape, 142)
+    ours, ref = [leaf(t) for t in (h, f, torch.tensor(0.7))], [leaf(t) for t in (h, f, torch.tensor(0.7))]
+    so, sr = at.rezero(*ours), ref[0] + ref[2] * ref[1]
+    so.backward(ds)
+    sr.backward(ds)
+    close(g, "p=0 s", so, sr, 1e-6)
+    for name, a, r in zip(["dh", "df", "da"], grads(ours), grads(ref)):
+        close(g, f"p=0 {name}", a, r, 1e-5)
+    # p = 0.5: dropped elements leave s = h; kept ones s = h + a * 2 f; the gradients follow the mask.
+    ours = [leaf(t) for t in (h, f, torch.tensor(0.7))]
+    so = at.rezero(*ours, p=0.5, seed=5, offset=11)
+    so.backward(ds)
+    keep = torch.from_numpy(addnorm.dropout_keep(h.numel(), 0.5, 5, 11)).reshape(shape)
+    g.check(0 < int(keep.sum()) < keep.numel(), "p=0.5: the mask keeps nothing or everything")
+    g.check(torch.equal(so.detach()[~keep], h[~keep]), "p=0.5: a dropped element changed s")
+    close(g, "p=0.5 kept s", so.detach()[keep], (h + 0.7 * 2 * f)[keep], 1e-6)
+    close(g, "p=0.5 dh", ours[0].grad, ds, 0)
+    close(g, "p=0.5 df", ours[1].grad, torch.where(keep, 0.7 * 2 * ds, torch.zeros(())), 1e-6)
+    close(g, "p=0.5 da", ours[2].grad, (ds.double() * 2 * f.double() * keep).sum(), 1e-6)
+    for dt in (torch.bfloat16, torch.float16):
+        hs, fs = h.to(dt), f.to(dt)
+        s16 = at.rezero(hs, fs, torch.tensor(0.7))
+        ref16 = (hs.float() + 0.7 * fs.float()).to(dt)
+        ulp = 2.0 ** -7 if dt == torch.bfloat16 else 2.0 ** -10
+        g.check(s16.dtype == dt, f"{dt}: s dtype {s16.dtype}")
+        close(g, f"{dt} s", s16.float(), ref16.float(), 2 * ulp)
+    # the module: a starts at 0 (the identity), learns, and drops out in training mode only
+    m = at.ReZero(p=0.5)
+    g.check(float(m.a) == 0.0 and torch.equal(m(h, f, seed=1), h), "ReZero: a = 0 is not the identity")
+    m.a.data.fill_(0.5)
+    m.eval()
+    close(g, "ReZero eval (no dropout)", m(h, f, seed=1).detach(), h + 0.5 * f, 1e-6)
+    m.train()
+    s_train = m(h, f, seed=1)
+    g.check(not torch.allclose(s_train.detach(), h + 0.5 * f), "ReZero train: no dropout applied")
+    s_train.sum().backward()
+    g.check(m.a.grad is not None and m.a.grad.shape == () and torch.isfinite(m.a.grad), "ReZero: a has no gradient")
+    g.check("p=0.5" in repr(m), f"ReZero repr: {m!r}")
 
 
 def g_16bit(g):
@@ -381,7 +434,8 @@ def g_no_grad(g):
         tag = str(dt).replace("torch.", "")
         cases = [("layer_norm", lambda *a: at.layer_norm(*a), (x, w, b)),
                  ("rms_norm", lambda *a: at.rms_norm(*a), (x, w)),
-                 ("add_norm", lambda *a: at.add_norm(*a, p=0.25, seed=7, offset=3), (h, f, w, b))]
+                 ("add_norm", lambda *a: at.add_norm(*a, p=0.25, seed=7, offset=3), (h, f, w, b)),
+                 ("rezero", lambda *a: at.rezero(*a, p=0.25, seed=7, offset=3), (x, f, torch.tensor(0.3)))]
         for name, fn, args in cases:
             with_graph = fn(*[leaf(t) for t in args])
             with torch.no_grad():
@@ -413,6 +467,12 @@ def g_errors(g):
     raises(g, "add_norm p", ValueError, "add_norm", lambda: at.add_norm(x, x, p=1.5))
     raises(g, "layer_norm eps", ValueError, "layer_norm", lambda: at.layer_norm(x, eps=-1.0))
     raises(g, "rms_norm eps", ValueError, "rms_norm", lambda: at.rms_norm(x, eps=0.0))
+    raises(g, "rezero a of 2", ValueError, "rezero", lambda: at.rezero(x, x, torch.ones(2)))
+    raises(g, "rezero a int", TypeError, "rezero", lambda: at.rezero(x, x, torch.ones((), dtype=torch.int32)))
+    raises(g, "rezero h/f dtypes", TypeError, "rezero", lambda: at.rezero(x, x.double(), torch.ones(())))
+    raises(g, "rezero h/f shapes", ValueError, "rezero", lambda: at.rezero(x, torch.ones(3, 4), torch.ones(())))
+    raises(g, "rezero p", ValueError, "rezero", lambda: at.rezero(x, x, torch.ones(()), p=-0.1))
+    raises(g, "ReZero p", ValueError, "ReZero", lambda: at.ReZero(p=2.0))
     raises(g, "LayerNorm 2-D shape", ValueError, "LayerNorm", lambda: at.LayerNorm((3, 4)))
     raises(g, "LayerNorm input dtype", TypeError, "layer_norm", lambda: at.LayerNorm(3)(x.double()))
     if torch.cuda.is_available():
@@ -458,6 +518,10 @@ def g_backends(g):
                 if dt in (torch.float16, torch.bfloat16):
                     same(f"add_norm {kind} {tag} f32 stream", call, (x.float(), f, w, bias), (1, 1, 1, 1),
                          (ds.float(), dy))
+            a = torch.tensor([0.35], dtype=dt)
+            call = lambda h, f, a: at.rezero(h, f, a, p=0.25, seed=13, offset=4)  # noqa: E731
+            same(f"rezero {tag}", call, (x, f, a), (1, 1, 1), (ds,))
+            same(f"rezero {tag} a only", call, (x, f, a), (0, 0, 1), (ds,))
     # Outputs of 4 MiB or more: the C++ backend allocates them on huge pages (its own allocator).
     shape = (1100, 1024)
     x, f, w, b = randn(shape, 360), randn(shape, 361), randn((1024,), 362), randn((1024,), 363)
@@ -481,7 +545,7 @@ for backend in backends:
     at.set_backend(backend)
     print(f"backend {backend}:")
     for name, body in [("gradcheck", g_gradcheck), ("layer_norm", g_layer_norm), ("rms_norm", g_rms_norm),
-                       ("add_norm", g_add_norm), ("16-bit", g_16bit), ("modules", g_modules), ("edge", g_edge),
+                       ("add_norm", g_add_norm), ("rezero", g_rezero), ("16-bit", g_16bit), ("modules", g_modules), ("edge", g_edge),
                        ("no grad", g_no_grad),
                        ("errors", g_errors)]:
         Group(f"{backend} {name}" if len(backends) > 1 else name).run(body)
