@@ -24,6 +24,7 @@
 #include "addnorm/core/dtype.hpp"
 #include "addnorm/core/view.hpp"
 #include "addnorm/norm/add_norm.hpp"
+#include "addnorm/norm/batch_norm.hpp"
 #include "addnorm/norm/layer_norm.hpp"
 #include "addnorm/norm/rms_norm.hpp"
 #include "dispatch.hpp"
@@ -42,14 +43,16 @@ using py_bind::visit_stream;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// "(4, 3)", as Python prints tuple(t.shape).
-std::string shape_str(const Tensor& t) {
+// "(4, 3)", as Python prints a shape tuple.
+std::string shape_str(c10::IntArrayRef sizes) {
   std::ostringstream os;
   os << '(';
-  for (int64_t i = 0; i < t.dim(); ++i) os << (i ? ", " : "") << t.size(i);
-  os << (t.dim() == 1 ? ",)" : ")");
+  for (size_t i = 0; i < sizes.size(); ++i) os << (i ? ", " : "") << sizes[i];
+  os << (sizes.size() == 1 ? ",)" : ")");
   return os.str();
 }
+
+std::string shape_str(const Tensor& t) { return shape_str(t.sizes()); }
 
 // "torch.float32", as Python prints a dtype.
 std::string dtype_str(ScalarType st) {
@@ -447,6 +450,136 @@ Tensor rezero(py::handle h_in, py::handle f_in, py::handle a_in, double p, uint6
   return ReZeroFn::apply(h, f, a, DropoutSpec{p, seed, offset});
 }
 
+// ---------------------------------------------------------------------------------------------
+// BatchNorm (features last)
+
+// What BatchNorm's forward takes besides the autograd inputs (x, weight, bias): the running
+// statistics (updated in place in training), the row mask, the options.
+struct BatchNormArgs {
+  Tensor running_mean, running_var, mask;
+  BatchNormOptions options;
+};
+
+std::span<const uint8_t> mask_span(const Tensor& mask) {
+  if (!mask.defined()) return {};
+  return {static_cast<const uint8_t*>(mask.data_ptr()), static_cast<size_t>(mask.numel())};
+}
+
+// Backward in inference, y = (x - mean) * rstd * weight + bias on the valid rows (0 on padding
+// rows), in the statistics' precision: the same torch ops in the same order as torch.py's
+// _bn_eval_backward, so both backends give the same bits.
+variable_list bn_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                               const Tensor& rstd, const Tensor& mask, bool need_x, bool need_wb) {
+  const int64_t d = x.size(-1);
+  const ScalarType st = mean.scalar_type();
+  Tensor g = dy.to(st);
+  if (mask.defined()) g = g * mask.unsqueeze(-1).to(st);
+  Tensor dx, dw, db;
+  if (need_x) dx = (g * (weight.defined() ? rstd * weight.to(st) : rstd)).to(x.scalar_type());
+  if (need_wb) {
+    const Tensor xhat = (x.to(st) - mean) * rstd;
+    if (weight.defined()) dw = (g * xhat).reshape({-1, d}).sum(0).to(x.scalar_type());
+    db = g.reshape({-1, d}).sum(0).to(x.scalar_type());
+  }
+  return {dx, dw, db};
+}
+
+struct BatchNormFn : torch::autograd::Function<BatchNormFn> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x_in, const OptTensor& weight_in, const OptTensor& bias_in,
+                        const BatchNormArgs& args) {
+    const Tensor x = x_in.contiguous(), weight = contiguous(weight_in), bias = contiguous(bias_in);
+    const Tensor mask = contiguous(args.mask);
+    const auto features = x.sizes().slice(static_cast<size_t>(x.dim() - 1));
+    const auto stat_options = x.options().dtype(stat_type(x.scalar_type()));
+    Tensor y = new_output(x), mean = at::empty(features, stat_options), rstd = at::empty(features, stat_options);
+    visit(dt_of(x.scalar_type()), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using S = stat_t<T>;
+      batch_norm_forward<T>(out_view<T>(y), out_span<S>(mean), out_span<S>(rstd), out_span<S>(args.running_mean),
+                            out_span<S>(args.running_var), in_view<T>(x), mask_span(mask), in_span<T>(weight),
+                            in_span<T>(bias), args.options);
+    });
+    ctx->save_for_backward({x, weight, mean, rstd, mask});
+    ctx->saved_data["bias"] = bias.defined();
+    ctx->saved_data["training"] = args.options.training;
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const Tensor &x = saved[0], &weight = saved[1], &mean = saved[2], &rstd = saved[3], &mask = saved[4];
+    const bool need_x = ctx->needs_input_grad(0);
+    const bool need_w = needs_grad(ctx, 1, weight.defined());
+    const bool need_b = needs_grad(ctx, 1 + weight.defined(), ctx->saved_data["bias"].toBool());
+    if (!need_x && !need_w && !need_b) return variable_list(4);
+    const Tensor dy = grads[0].contiguous();
+    Tensor dx, dw, db;
+    if (ctx->saved_data["training"].toBool()) {
+      const bool params = need_w || need_b;
+      dx = new_output(x);
+      dw = new_param_grad(params && weight.defined(), x);
+      db = new_param_grad(params, x);
+      visit(dt_of(x.scalar_type()), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        batch_norm_backward<T>(out_view<T>(dx), out_span<T>(dw), out_span<T>(db), in_view<T>(dy), in_view<T>(x),
+                               mask_span(mask), in_span<stat_t<T>>(mean), in_span<stat_t<T>>(rstd), in_span<T>(weight));
+      });
+    } else {
+      const variable_list g = bn_eval_backward(dy, x, weight, mean, rstd, mask, need_x, need_w || need_b);
+      dx = g[0], dw = g[1], db = g[2];
+    }
+    return {need_x ? dx : Tensor(), need_w ? dw : Tensor(), need_b ? db : Tensor(), Tensor()};
+  }
+};
+
+// A running statistic: None, or a contiguous (d,) tensor of the statistics' dtype, not requiring
+// grad (the kernel updates it in place).
+Tensor running_arg(py::handle obj, const char* fn, const char* name, const Tensor& x) {
+  if (obj.is_none()) return {};
+  Tensor t = tensor_arg(obj, fn, name);
+  const ScalarType st = stat_type(x.scalar_type());
+  if (t.scalar_type() != st) {
+    fail<py::type_error>(fn, name, " has dtype ", dtype_str(t.scalar_type()), "; expected ", dtype_str(st));
+  }
+  if (t.dim() != 1 || t.size(0) != x.size(-1)) {
+    fail<py::value_error>(fn, name, " has shape ", shape_str(t), "; expected (", x.size(-1), ",)");
+  }
+  if (!t.is_contiguous() || t.requires_grad()) {
+    fail<py::value_error>(fn, name, " must be contiguous and not require grad (it is updated in place)");
+  }
+  return t;
+}
+
+Tensor batch_norm(py::handle x_in, py::handle running_mean_in, py::handle running_var_in, py::handle weight_in,
+                  py::handle bias_in, bool training, double momentum, double eps, py::handle mask_in) {
+  const char* fn = "torch.batch_norm";
+  const Tensor x = data_arg(x_in, fn, "x");
+  const Tensor weight = param_arg(weight_in, fn, "weight", x);
+  const Tensor bias = param_arg(bias_in, fn, "bias", x);
+  BatchNormArgs args;
+  args.running_mean = running_arg(running_mean_in, fn, "running_mean", x);
+  args.running_var = running_arg(running_var_in, fn, "running_var", x);
+  if (!training && (!args.running_mean.defined() || !args.running_var.defined())) {
+    fail<py::value_error>(fn, "inference (training=False) needs running_mean and running_var");
+  }
+  if (!mask_in.is_none()) {
+    if (!THPVariable_Check(mask_in.ptr())) fail<py::type_error>(fn, "mask must be a bool or uint8 tensor");
+    args.mask = THPVariable_Unpack(mask_in.ptr());
+    const ScalarType st = args.mask.scalar_type();
+    if ((st != ScalarType::Bool && st != ScalarType::Byte) || !args.mask.device().is_cpu()) {
+      fail<py::type_error>(fn, "mask must be a bool or uint8 tensor");
+    }
+    if (args.mask.sizes() != x.sizes().slice(0, static_cast<size_t>(x.dim() - 1))) {
+      fail<py::value_error>(fn, "mask has shape ", shape_str(args.mask), "; expected ", shape_str(x.sum(-1)));
+    }
+  }
+  args.options.training = training;
+  args.options.momentum = momentum;
+  args.options.eps = eps;
+  py::gil_scoped_release nogil;
+  return BatchNormFn::apply(x, optional(weight), optional(bias), args);
+}
+
 }  // namespace
 
 }  // namespace addnorm::torch_ops
@@ -465,6 +598,11 @@ PYBIND11_MODULE(_torch_ops, m) {
         py::arg("seed") = 0, py::arg("offset") = 0,
         "Fused residual add + dropout + norm: (s, y), s = alpha * h + Dropout(f), y = Norm(s) (autograd: h, f, "
         "weight, bias).");
+  m.def("batch_norm", &batch_norm, py::arg("x"), py::arg("running_mean") = none, py::arg("running_var") = none,
+        py::arg("weight") = none, py::arg("bias") = none, py::arg("training") = true, py::arg("momentum") = 0.1,
+        py::arg("eps") = 1e-5, py::arg("mask") = none,
+        "BatchNorm of the last dimension over the rows (autograd: x, weight, bias); running statistics updated "
+        "in place in training.");
   m.def("rezero", &rezero, py::arg("h"), py::arg("f"), py::arg("a"), py::arg("p") = 0.0, py::arg("seed") = 0,
         py::arg("offset") = 0, "ReZero: s = h + a * Dropout(f), a a tensor of one element (autograd: h, f, a).");
 }

@@ -11,8 +11,11 @@ float64 data); the saved statistics are float32 (float64 for float64 data).
   offset=0)`` -> ``(s, y)`` with ``s = alpha * h + Dropout(f)`` and ``y = Norm(s)``
 - ``rezero(h, f, a, p=0.0, seed=0, offset=0)`` -> ``s = h + a * Dropout(f)``, ``a`` a learnable
   scalar tensor
-- ``LayerNorm(d, eps=1e-5, elementwise_affine=True)``, ``RMSNorm(d, eps=1e-5)`` and
-  ``ReZero(p=0.0)`` modules.
+- ``batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, training=True,
+  momentum=0.1, eps=1e-5, mask=None)``: BatchNorm of the last dimension over the rows
+- ``LayerNorm(d, eps=1e-5, elementwise_affine=True)``, ``RMSNorm(d, eps=1e-5)``,
+  ``ReZero(p=0.0)`` and ``BatchNorm(d, eps=1e-5, momentum=0.1, affine=True,
+  track_running_stats=True)`` modules.
 
 Inputs have any leading shape ``(..., d)``; only the last dimension is normalized (PyTorch's
 ``normalized_shape`` is always ``(d,)``), and weight and bias have shape ``(d,)`` and the data's
@@ -67,7 +70,7 @@ def set_backend(name):
 
 set_backend(_ENV_BACKEND or available_backends()[0])
 
-__all__ = ["layer_norm", "rms_norm", "add_norm", "LayerNorm", "RMSNorm", "rezero", "ReZero", "backend", "available_backends", "set_backend"]
+__all__ = ["layer_norm", "rms_norm", "add_norm", "LayerNorm", "RMSNorm", "rezero", "ReZero", "batch_norm", "BatchNorm", "backend", "available_backends", "set_backend"]
 
 _DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
@@ -206,6 +209,56 @@ class _ReZeroFunction(torch.autograd.Function):
                 torch.full_like(a, da) if need_a else None, None, None, None)
 
 
+def _bn_eval_backward(dy, x, weight, mean, rstd, mask, need_x, need_wb):
+    """Backward of BatchNorm in inference (y = (x - mean) * rstd * weight + bias on the valid rows,
+    0 on padding rows), in the statistics' precision: torch ops, the same ones in the same order as
+    torch_ops.cpp's bn_eval_backward, so both backends give the same bits."""
+    d = x.shape[-1]
+    g = dy.to(mean.dtype)
+    if mask is not None:
+        g = g * mask.unsqueeze(-1).to(mean.dtype)
+    dx = dw = db = None
+    if need_x:
+        dx = (g * (rstd if weight is None else rstd * weight.to(mean.dtype))).to(x.dtype)
+    if need_wb:
+        xhat = (x.to(mean.dtype) - mean) * rstd
+        dw = None if weight is None else (g * xhat).reshape(-1, d).sum(0).to(x.dtype)
+        db = g.reshape(-1, d).sum(0).to(x.dtype)
+    return dx, dw, db
+
+
+def _bn_forward(x, weight, bias, running_mean, running_var, mask, training, momentum, eps):
+    """(y, mean, rstd) as arrays; the running statistics (tensors' own memory) updated in training."""
+    return _C.batch_norm_forward(
+        _np(x), _np(weight), _np(bias), running_mean=None if running_mean is None else running_mean.numpy(),
+        running_var=None if running_var is None else running_var.numpy(), mask=_np(mask), training=training, eps=eps,
+        momentum=momentum)
+
+
+class _BatchNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean, running_var, mask, training, momentum, eps):
+        y, mean, rstd = _bn_forward(x, weight, bias, running_mean, running_var, mask, training, momentum, eps)
+        ctx.save_for_backward(x, weight, _tensor(mean), _tensor(rstd), mask)
+        ctx.training = training
+        return _tensor(y, x.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        x, weight, mean, rstd, mask = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        if dy is None or not (need_x or need_w or need_b):
+            return (None,) * 9
+        if ctx.training:
+            dx, dw, db = _C.batch_norm_backward(_np(dy), _np(x), _np(mean), _np(rstd), _np(weight), mask=_np(mask),
+                                                param_grads=bool(need_w or need_b))
+            dx, dw, db = _tensor(dx, x.dtype), _tensor(dw, x.dtype), _tensor(db, x.dtype)
+        else:
+            dx, dw, db = _bn_eval_backward(dy, x, weight, mean, rstd, mask, need_x, need_w or need_b)
+        return (dx if need_x else None, dw if need_w else None, db if need_b else None) + (None,) * 6
+
+
 def _needs_grad(*tensors):
     """Whether autograd will want a backward: without one, the kernels are called directly, past
     the autograd Function (1 x 512 under torch.no_grad(): 8.4 us a call against about 11)."""
@@ -290,6 +343,42 @@ def rezero(h, f, a, p=0.0, seed=0, offset=0):
         return _tensor(_C.rezero_forward(_np(h), _np(f), float(a), p=float(p), seed=int(seed), offset=int(offset)),
                        h.dtype)
     return _ReZeroFunction.apply(h, f, a, float(p), int(seed), int(offset))
+
+
+def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, training=True, momentum=0.1,
+               eps=1e-5, mask=None):
+    """BatchNorm of each feature, the LAST dimension of x, over all its other elements (the rows):
+    ``F.batch_norm``'s arguments, but features last, so that a (batch, seq, d) activation needs no
+    transpose (for 2-D (N, C) input the two agree).
+
+    ``running_mean`` and ``running_var``: contiguous tensors of shape (d,) in float32 (float64 for
+    float64 data), read in inference (``training=False``) and updated in place in training
+    (``momentum`` weighs the new batch; the variance is the unbiased one, as PyTorch's).
+    ``mask``: bool or uint8 of shape ``x.shape[:-1]``, the valid rows; padding rows take no part in
+    the statistics and get y = 0 and no gradient. Backward works in both modes.
+    """
+    if _ops is not None:
+        return _ops.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps, mask)
+    fn = "batch_norm"
+    _check_args(fn, x, weight=weight, bias=bias)
+    stat = torch.float64 if x.dtype == torch.float64 else torch.float32
+    for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+        if t is not None:
+            _check(fn, name, t, stat, (x.shape[-1],))
+            if not t.is_contiguous() or t.requires_grad:
+                raise ValueError(f"[addnorm.torch.{fn}] {name} must be contiguous and not require grad (it is "
+                                 "updated in place)")
+    if not training and (running_mean is None or running_var is None):
+        raise ValueError(f"[addnorm.torch.{fn}] inference (training=False) needs running_mean and running_var")
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor) or mask.dtype not in (torch.bool, torch.uint8):
+            raise TypeError(f"[addnorm.torch.{fn}] mask must be a bool or uint8 tensor")
+        if tuple(mask.shape) != tuple(x.shape[:-1]):
+            raise ValueError(f"[addnorm.torch.{fn}] mask has shape {tuple(mask.shape)}; expected {tuple(x.shape[:-1])}")
+    args = (running_mean, running_var, mask, bool(training), float(momentum), float(eps))
+    if not _needs_grad(x, weight, bias):
+        return _tensor(_bn_forward(x, weight, bias, *args)[0], x.dtype)
+    return _BatchNormFunction.apply(x, weight, bias, *args)
 
 
 def _dim(cls, d):
@@ -387,3 +476,69 @@ class ReZero(torch.nn.Module):
 
     def extra_repr(self):
         return f"p={self.p}"
+
+
+class BatchNorm(torch.nn.Module):
+    """BatchNorm of the last dimension, run by addnorm: ``torch.nn.BatchNorm1d(d)``'s parameters,
+    buffers and behavior (training and eval modes, ``momentum=None`` for a cumulative average,
+    ``track_running_stats``), with the features last, so that (batch, seq, d) activations need no
+    transpose; for 2-D (N, d) input it computes what BatchNorm1d does. ``forward(x, mask=None)``:
+    ``mask`` (bool, ``x.shape[:-1]``) marks the valid rows, e.g. the non-padding tokens.
+
+    The running statistics stay float32 (float64 for float64 data), as the kernels keep them: a
+    ``.to(torch.bfloat16)`` of the module leaves them at that precision for the next forward.
+    State dicts load both ways with ``torch.nn.BatchNorm1d``'s.
+    """
+
+    def __init__(self, d, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None):
+        super().__init__()
+        d = _dim("BatchNorm", d)
+        self.num_features, self.eps, self.momentum = d, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = torch.nn.Parameter(torch.ones(d, device=device, dtype=dtype))
+            self.bias = torch.nn.Parameter(torch.zeros(d, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            stat = torch.float64 if dtype == torch.float64 else torch.float32
+            self.register_buffer("running_mean", torch.zeros(d, device=device, dtype=stat))
+            self.register_buffer("running_var", torch.ones(d, device=device, dtype=stat))
+            self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long, device=device))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            self.running_mean.zero_()
+            self.running_var.fill_(1)
+            self.num_batches_tracked.zero_()
+
+    def reset_parameters(self):
+        self.reset_running_stats()
+        if self.affine:
+            torch.nn.init.ones_(self.weight)
+            torch.nn.init.zeros_(self.bias)
+
+    def forward(self, x, mask=None):
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # cumulative moving average
+                factor = 1.0 / float(self.num_batches_tracked)
+        if self.running_mean is not None:
+            stat = torch.float64 if x.dtype == torch.float64 else torch.float32
+            if self.running_mean.dtype != stat:
+                self.running_mean = self.running_mean.to(stat)
+                self.running_var = self.running_var.to(stat)
+        training = self.training or self.running_mean is None
+        track = not self.training or self.track_running_stats
+        return batch_norm(x, self.running_mean if track else None, self.running_var if track else None, self.weight,
+                          self.bias, training, factor, self.eps, mask)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")

@@ -18,6 +18,10 @@ Groups (one line each; exits 1 listing every failure, 0 when all pass):
   rezero      p = 0 against h + a * f (s, dh, df, da); p = 0.5 against dropout_keep's mask;
               bf16/f16 within 2 ulps; the ReZero module (a = 0 is the identity, eval mode drops
               nothing, a gets a gradient).
+  batch_norm  the BatchNorm module against torch.nn.BatchNorm1d: 3 training steps and eval mode
+              (y, dx, dweight, dbias, running statistics), momentum None, no running statistics,
+              no affine, (N, L, C) against BatchNorm1d on the transpose, a row mask against
+              BatchNorm1d on the valid rows; state dicts both ways; a bf16 module.
   16-bit      bfloat16 and float16: outputs within 2 ulps (of the storage type, times max |ref|)
               of the float32 torch result on the same rounded inputs, then rounded; gradients have
               the dtype, are finite and close; add_norm with an f32 residual stream (h float32,
@@ -33,7 +37,7 @@ Every group runs once per backend of addnorm.torch (C++ on libtorch, "cpp", when
 and the Python Functions, "python"). Then:
   backends    the two backends give the same bits: outputs and every gradient of layer_norm,
               rms_norm and add_norm (with and without weight/bias, dropout, an f32 stream, inputs
-              not requiring grad) and rezero in float32, float64, float16 and bfloat16; set_backend's
+              not requiring grad), rezero and batch_norm (training and eval, masked) in float32, float64, float16 and bfloat16; set_backend's
               errors.
 With ADDNORM_TORCH_BACKEND=cpp in the environment (ctest sets it when the C++ module was built),
 importing addnorm.torch fails unless the C++ module loads.
@@ -164,6 +168,15 @@ def g_gradcheck(g):
         gc(f"add_norm {shape} layer h,f,b (no weight)",
            lambda h, f, b: at.add_norm(h, f, None, b, alpha=0.8, p=0.3, seed=7), (h, f, b))
         gc(f"add_norm {shape} rms h,f (no weight)", lambda h, f: at.add_norm(h, f, kind="rms", p=0.3, seed=7), (h, f))
+        rm, rv = torch.randn(d, dtype=d64), torch.rand(d, dtype=d64) + 0.5
+        mask = torch.arange(x.numel() // d).reshape(shape[:-1]) % 3 != 1
+        gc(f"batch_norm {shape} training x,w,b", lambda x, w, b: at.batch_norm(x, None, None, w, b), (x, w, b))
+        gc(f"batch_norm {shape} training masked", lambda x, w, b: at.batch_norm(x, None, None, w, b, mask=mask),
+           (x, w, b))
+        gc(f"batch_norm {shape} eval x,w,b", lambda x, w, b: at.batch_norm(x, rm, rv, w, b, training=False),
+           (x, w, b))
+        gc(f"batch_norm {shape} eval masked, no weight",
+           lambda x, b: at.batch_norm(x, rm, rv, None, b, training=False, mask=mask), (x, b))
         for a_shape in [(), (1,)]:
             a = leaf(torch.full(a_shape, 0.6, dtype=d64))
             for p in [0.0, 0.3]:
@@ -296,6 +309,79 @@ def g_rezero(g):
     s_train.sum().backward()
     g.check(m.a.grad is not None and m.a.grad.shape == () and torch.isfinite(m.a.grad), "ReZero: a has no gradient")
     g.check("p=0.5" in repr(m), f"ReZero repr: {m!r}")
+
+
+def g_batch_norm(g):
+    """BatchNorm against torch.nn.BatchNorm1d: training steps, running statistics, eval mode,
+    (N, L, C) against BatchNorm1d on the transpose, masks against BatchNorm1d on the valid rows."""
+    def pair(**kw):
+        ours, ref = at.BatchNorm(24, **kw), torch.nn.BatchNorm1d(24, **kw)
+        if ours.affine:
+            with torch.no_grad():
+                for m in (ours, ref):
+                    m.weight.copy_(randn((24,), 400, shift=1.0))
+                    m.bias.copy_(randn((24,), 401))
+        return ours, ref
+
+    def compare(tag, ours, ref, x, to_ref=lambda t: t, from_ref=lambda t: t, steps=3, mask=None):
+        for step in range(steps + 1):
+            if step == steps:
+                ours.eval()
+                ref.eval()
+            xo, xr = leaf(x), leaf(x)
+            dy = randn(x.shape, 410 + step)
+            for m in (ours, ref):
+                m.zero_grad(set_to_none=True)
+            yo = ours(xo, mask=mask) if mask is not None else ours(xo)
+            yr = from_ref(ref(to_ref(xr)))
+            yo.backward(dy)
+            yr.backward(dy)
+            mode = "eval" if step == steps else f"step {step}"
+            close(g, f"{tag} {mode} y", yo, yr, 1e-5)
+            close(g, f"{tag} {mode} dx", xo.grad, xr.grad, 1e-4)
+            if ours.affine:
+                close(g, f"{tag} {mode} dweight", ours.weight.grad, ref.weight.grad, 1e-4)
+                close(g, f"{tag} {mode} dbias", ours.bias.grad, ref.bias.grad, 1e-4)
+            if ours.track_running_stats:
+                close(g, f"{tag} {mode} running_mean", ours.running_mean, ref.running_mean, 1e-6)
+                close(g, f"{tag} {mode} running_var", ours.running_var, ref.running_var, 1e-6)
+                g.check(int(ours.num_batches_tracked) == int(ref.num_batches_tracked), f"{tag}: num_batches_tracked")
+
+    x2 = randn((32, 24), 402, scale=2.0, shift=1.0)
+    compare("(32, 24)", *pair(), x2)
+    compare("momentum None", *pair(momentum=None), x2)
+    compare("no running stats", *pair(track_running_stats=False), x2)
+    compare("no affine", *pair(affine=False), x2)
+    x3 = randn((4, 6, 24), 403, scale=2.0, shift=1.0)
+    compare("(4, 6, 24) vs the transpose", *pair(), x3, to_ref=lambda t: t.transpose(1, 2),
+            from_ref=lambda t: t.transpose(1, 2))
+    # mask: the valid rows against BatchNorm1d on those rows alone; padding rows get y = 0, dx = 0
+    mask = torch.arange(32) % 4 != 3
+    ours, ref = pair()
+    for step in range(2):
+        xo, xr = leaf(x2), leaf(x2[mask])
+        dy = randn(x2.shape, 420 + step)
+        yo, yr = ours(xo, mask=mask), ref(xr)
+        yo.backward(dy)
+        yr.backward(dy[mask])
+        close(g, f"masked step {step} y (valid rows)", yo[mask], yr, 1e-5)
+        close(g, f"masked step {step} dx (valid rows)", xo.grad[mask], xr.grad, 1e-4)
+        g.check(torch.equal(yo.detach()[~mask], torch.zeros(8, 24)) and torch.equal(xo.grad[~mask],
+                torch.zeros(8, 24)), f"masked step {step}: padding rows have y or dx != 0")
+        close(g, f"masked step {step} running_var", ours.running_var, ref.running_var, 1e-6)
+    # state dicts load both ways; bf16 module: output near f32's, statistics stay float32
+    ours, ref = pair()
+    ref(x2)
+    ours.load_state_dict(ref.state_dict())
+    g.check(torch.equal(ours.running_var, ref.running_var), "state dict from BatchNorm1d")
+    ref.load_state_dict(ours.state_dict())
+    m16 = at.BatchNorm(24).to(torch.bfloat16)
+    y16 = m16(x2.to(torch.bfloat16))
+    y32 = torch.nn.functional.batch_norm(x2.to(torch.bfloat16).float(), None, None, training=True)
+    g.check(y16.dtype == torch.bfloat16 and m16.running_mean.dtype == torch.float32,
+            f"bf16 module: y {y16.dtype}, running_mean {m16.running_mean.dtype}")
+    close(g, "bf16 module y", y16.float(), y32.to(torch.bfloat16).float(), 2 * 2.0 ** -7)
+    g.check("track_running_stats=True" in repr(m16), f"BatchNorm repr: {m16!r}")
 
 
 def g_16bit(g):
@@ -435,7 +521,8 @@ def g_no_grad(g):
         cases = [("layer_norm", lambda *a: at.layer_norm(*a), (x, w, b)),
                  ("rms_norm", lambda *a: at.rms_norm(*a), (x, w)),
                  ("add_norm", lambda *a: at.add_norm(*a, p=0.25, seed=7, offset=3), (h, f, w, b)),
-                 ("rezero", lambda *a: at.rezero(*a, p=0.25, seed=7, offset=3), (x, f, torch.tensor(0.3)))]
+                 ("rezero", lambda *a: at.rezero(*a, p=0.25, seed=7, offset=3), (x, f, torch.tensor(0.3))),
+                 ("batch_norm", lambda x, w, b: at.batch_norm(x, None, None, w, b), (x, w, b))]
         for name, fn, args in cases:
             with_graph = fn(*[leaf(t) for t in args])
             with torch.no_grad():
@@ -473,6 +560,18 @@ def g_errors(g):
     raises(g, "rezero h/f shapes", ValueError, "rezero", lambda: at.rezero(x, torch.ones(3, 4), torch.ones(())))
     raises(g, "rezero p", ValueError, "rezero", lambda: at.rezero(x, x, torch.ones(()), p=-0.1))
     raises(g, "ReZero p", ValueError, "ReZero", lambda: at.ReZero(p=2.0))
+    r3 = torch.zeros(3)
+    raises(g, "batch_norm running dtype", TypeError, "batch_norm", lambda: at.batch_norm(x, r3.double(), r3 + 1))
+    raises(g, "batch_norm running shape", ValueError, "batch_norm", lambda: at.batch_norm(x, torch.zeros(4), r3 + 1))
+    raises(g, "batch_norm eval without stats", ValueError, "batch_norm", lambda: at.batch_norm(x, training=False))
+    raises(g, "batch_norm running strided", ValueError, "batch_norm",
+           lambda: at.batch_norm(x, torch.zeros(6)[::2], r3 + 1))
+    raises(g, "batch_norm mask shape", ValueError, "batch_norm",
+           lambda: at.batch_norm(x, mask=torch.ones(3, dtype=torch.bool)))
+    raises(g, "batch_norm mask dtype", TypeError, "batch_norm", lambda: at.batch_norm(x, mask=torch.ones(4)))
+    raises(g, "batch_norm no valid row", ValueError, "batch_norm",
+           lambda: at.batch_norm(x, mask=torch.zeros(4, dtype=torch.bool)))
+    raises(g, "BatchNorm 2-D shape", ValueError, "BatchNorm", lambda: at.BatchNorm((3, 4)))
     raises(g, "LayerNorm 2-D shape", ValueError, "LayerNorm", lambda: at.LayerNorm((3, 4)))
     raises(g, "LayerNorm input dtype", TypeError, "layer_norm", lambda: at.LayerNorm(3)(x.double()))
     if torch.cuda.is_available():
@@ -518,6 +617,14 @@ def g_backends(g):
                 if dt in (torch.float16, torch.bfloat16):
                     same(f"add_norm {kind} {tag} f32 stream", call, (x.float(), f, w, bias), (1, 1, 1, 1),
                          (ds.float(), dy))
+            st = torch.float64 if dt == torch.float64 else torch.float32
+            mask = torch.arange(x.numel() // d).reshape(shape[:-1]) % 3 != 0
+            for training in (True, False):
+                rm, rv = torch.zeros(d, dtype=st), torch.ones(d, dtype=st)
+                call = lambda x, w, b, training=training, rm=rm, rv=rv: at.batch_norm(  # noqa: E731
+                    x, rm, rv, w, b, training=training, momentum=0.2, mask=mask)
+                same(f"batch_norm training={training} {tag}", call, (x, w, b), (1, 1, 1), (dy,))
+                same(f"batch_norm training={training} {tag} w,b only", call, (x, w, None), (0, 1, 0), (dy,))
             a = torch.tensor([0.35], dtype=dt)
             call = lambda h, f, a: at.rezero(h, f, a, p=0.25, seed=13, offset=4)  # noqa: E731
             same(f"rezero {tag}", call, (x, f, a), (1, 1, 1), (ds,))
@@ -545,7 +652,8 @@ for backend in backends:
     at.set_backend(backend)
     print(f"backend {backend}:")
     for name, body in [("gradcheck", g_gradcheck), ("layer_norm", g_layer_norm), ("rms_norm", g_rms_norm),
-                       ("add_norm", g_add_norm), ("rezero", g_rezero), ("16-bit", g_16bit), ("modules", g_modules), ("edge", g_edge),
+                       ("add_norm", g_add_norm), ("rezero", g_rezero), ("batch_norm", g_batch_norm),
+                       ("16-bit", g_16bit), ("modules", g_modules), ("edge", g_edge),
                        ("no grad", g_no_grad),
                        ("errors", g_errors)]:
         Group(f"{backend} {name}" if len(backends) > 1 else name).run(body)
