@@ -7,7 +7,8 @@ For each shape, times in one process and alternated rounds: addnorm's module wri
 arrays, addnorm writing into preallocated ones (out=), PyTorch's F.layer_norm (forward) and its
 backward (torch.ops.aten.native_layer_norm_backward), and one autograd step (forward and backward
 through torch.autograd) of addnorm.torch.LayerNorm, on each of its backends (C++ on libtorch when
-built, and the Python autograd Functions), against torch.nn.LayerNorm. Prints
+built, and the Python autograd Functions), against torch.nn.LayerNorm, and the same of
+addnorm.torch.BatchNorm (training mode) against torch.nn.BatchNorm1d ("bn autograd"). Prints
 microseconds per call (the best batch of each round, then the median over rounds), GB/s counted
 as the kernels' bytes (forward reads x and writes y; backward reads x and dy and writes dx; the
 autograd step counts both), and the ratios.
@@ -64,8 +65,18 @@ def cases(rows, d):
 
     autograd = {f"addnorm.torch ({b})": lambda: step(ours) for b in at.available_backends()}
     autograd["torch"] = lambda: step(theirs)
+    bn_ours, bn_theirs = at.BatchNorm(d), torch.nn.BatchNorm1d(d)
+
+    def bn_step(module):
+        module.zero_grad(set_to_none=True)
+        tx_grad.grad = None
+        module(tx_grad).backward(tdy)
+
+    bn = {f"addnorm.torch ({b})": lambda: bn_step(bn_ours) for b in at.available_backends()}
+    bn["torch"] = lambda: bn_step(bn_theirs)
     return {
         "autograd": autograd,
+        "bn autograd": bn,
         "forward": {
             "addnorm (new arrays)": lambda: addnorm.layer_norm_forward(x, g, b),
             "addnorm (out=)": lambda: addnorm.layer_norm_forward(x, g, b, out=y_out),
@@ -98,18 +109,18 @@ def main():
                     if name.startswith("addnorm.torch ("):
                         at.set_backend(name[len("addnorm.torch ("):-1])
                     times[name].append(best_time(impls[name]))
-            nbytes = rows * d * 4 * {"forward": 2, "backward": 3, "autograd": 5}[op]
+            nbytes = rows * d * 4 * {"forward": 2, "backward": 3, "autograd": 5, "bn autograd": 5}[op]
             med = {name: statistics.median(ts) for name, ts in times.items()}
             cells = [f"{name} {med[name] * 1e6:.1f} us {nbytes / med[name] / 1e9:.1f} GB/s" for name in impls]
-            if op == "autograd":
+            if op.endswith("autograd"):
                 ratios = ", ".join(f"{b} {med['torch'] / med[f'addnorm.torch ({b})']:.2f}x"
                                    for b in at.available_backends())
-                print(f"{op:8s} {rows}x{d}: " + "; ".join(cells) + f"; vs torch: {ratios}")
+                print(f"{op:11s} {rows}x{d}: " + "; ".join(cells) + f"; vs torch: {ratios}")
                 continue
             ratios = (f"out= / new {med['addnorm (new arrays)'] / med['addnorm (out=)']:.2f}x, "
                       f"vs torch {med['torch'] / med['addnorm (new arrays)']:.2f}x (new) "
                       f"{med['torch'] / med['addnorm (out=)']:.2f}x (out=)")
-            print(f"{op:8s} {rows}x{d}: " + "; ".join(cells) + f"; {ratios}")
+            print(f"{op:11s} {rows}x{d}: " + "; ".join(cells) + f"; {ratios}")
 
 
 if __name__ == "__main__":

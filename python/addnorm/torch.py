@@ -14,8 +14,8 @@ float64 data); the saved statistics are float32 (float64 for float64 data).
 - ``batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, training=True,
   momentum=0.1, eps=1e-5, mask=None)``: BatchNorm of the last dimension over the rows
 - ``LayerNorm(d, eps=1e-5, elementwise_affine=True)``, ``RMSNorm(d, eps=1e-5)``,
-  ``ReZero(p=0.0)`` and ``BatchNorm(d, eps=1e-5, momentum=0.1, affine=True,
-  track_running_stats=True)`` modules.
+  ``AddNorm(d, kind="layer", eps=1e-5, alpha=1.0, p=0.0)``, ``ReZero(p=0.0)`` and
+  ``BatchNorm(d, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True)`` modules.
 
 Inputs have any leading shape ``(..., d)``; only the last dimension is normalized (PyTorch's
 ``normalized_shape`` is always ``(d,)``), and weight and bias have shape ``(d,)`` and the data's
@@ -70,7 +70,8 @@ def set_backend(name):
 
 set_backend(_ENV_BACKEND or available_backends()[0])
 
-__all__ = ["layer_norm", "rms_norm", "add_norm", "LayerNorm", "RMSNorm", "rezero", "ReZero", "batch_norm", "BatchNorm", "backend", "available_backends", "set_backend"]
+__all__ = ["layer_norm", "rms_norm", "add_norm", "rezero", "batch_norm", "LayerNorm", "RMSNorm", "AddNorm", "ReZero",
+           "BatchNorm", "backend", "available_backends", "set_backend"]
 
 _DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
@@ -542,3 +543,34 @@ class BatchNorm(torch.nn.Module):
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
                 f"track_running_stats={self.track_running_stats}")
+
+
+class AddNorm(torch.nn.Module):
+    """The fused "Add & Norm" step as a module: ``forward(h, f, seed=0, offset=0)`` returns
+    ``(s, y)`` with ``s = alpha * h + Dropout(f)`` and ``y = Norm(s)`` (``add_norm``). Pre-norm
+    blocks carry s on and feed y to the next sub-layer; post-norm blocks use y; DeepNorm sets
+    ``alpha``. Parameters ``weight`` (ones) and, for ``kind="layer"``, ``bias`` (zeros), shape (d,);
+    dropout probability ``p``, applied in training mode only (pass a new ``seed`` every step).
+    """
+
+    def __init__(self, d, kind="layer", eps=1e-5, alpha=1.0, p=0.0, elementwise_affine=True, device=None,
+                 dtype=None):
+        super().__init__()
+        d = _dim("AddNorm", d)
+        if kind not in ("layer", "rms"):
+            raise ValueError(f"[addnorm.torch.AddNorm] kind must be 'layer' or 'rms', got {kind!r}")
+        if not 0.0 <= float(p) <= 1.0:
+            raise ValueError(f"[addnorm.torch.AddNorm] dropout p must be in [0, 1], got {p}")
+        self.normalized_shape, self.kind, self.eps, self.alpha, self.p = (d,), kind, eps, float(alpha), float(p)
+        self.elementwise_affine = elementwise_affine
+        ones, zeros = torch.ones(d, device=device, dtype=dtype), torch.zeros(d, device=device, dtype=dtype)
+        self.register_parameter("weight", torch.nn.Parameter(ones) if elementwise_affine else None)
+        self.register_parameter("bias", torch.nn.Parameter(zeros) if elementwise_affine and kind == "layer" else None)
+
+    def forward(self, h, f, seed=0, offset=0):
+        return add_norm(h, f, self.weight, self.bias, kind=self.kind, eps=self.eps, alpha=self.alpha,
+                        p=self.p if self.training else 0.0, seed=seed, offset=offset)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, kind={self.kind!r}, eps={self.eps}, alpha={self.alpha}, p={self.p}, "
+                f"elementwise_affine={self.elementwise_affine}")

@@ -15,6 +15,9 @@ Groups (one line each; exits 1 listing every failure, 0 when all pass):
   add_norm    p = 0 against h * alpha + f followed by F.layer_norm / RMSNorm (s, y, dh, df, dw,
               db); p = 0.5: dropped elements (s == h exactly) match dropout_keep, kept ones have
               s = h + 2 f, and df = 0 where dropped, 2 * ds_total where kept, dh = ds_total.
+  AddNorm     the module (layer and rms, alpha 0.9) in eval mode against alpha * h + f and
+              F.layer_norm / an RMSNorm in torch ops (s, y, dh, df, dweight, dbias); in training
+              mode, dropout_keep's mask.
   rezero      p = 0 against h + a * f (s, dh, df, da); p = 0.5 against dropout_keep's mask;
               bf16/f16 within 2 ulps; the ReZero module (a = 0 is the identity, eval mode drops
               nothing, a gets a gradient).
@@ -311,6 +314,43 @@ def g_rezero(g):
     g.check("p=0.5" in repr(m), f"ReZero repr: {m!r}")
 
 
+def g_add_norm_module(g):
+    """AddNorm against alpha * h + f followed by torch.nn.LayerNorm / an RMSNorm in torch ops."""
+    d = 48
+    h, f = randn((5, 3, d), 430, scale=2.0), randn((5, 3, d), 431)
+    gs, gy = randn((5, 3, d), 432), randn((5, 3, d), 433)
+    for kind in ("layer", "rms"):
+        m = at.AddNorm(d, kind=kind, alpha=0.9, p=0.5)
+        with torch.no_grad():
+            m.weight.copy_(randn((d,), 434, shift=1.0))
+            if kind == "layer":
+                m.bias.copy_(randn((d,), 435))
+        g.check((m.bias is None) == (kind == "rms") and len(list(m.parameters())) == (2 if kind == "layer" else 1),
+                f"AddNorm {kind}: parameters {[n for n, _ in m.named_parameters()]}")
+        m.eval()  # no dropout in eval mode
+        ho, fo, hr, fr = leaf(h), leaf(f), leaf(h), leaf(f)
+        so, yo = m(ho, fo, seed=3)
+        sr = 0.9 * hr + fr
+        if kind == "layer":
+            yr = F.layer_norm(sr, (d,), m.weight, m.bias, 1e-5)
+        else:
+            yr = rms_ref(sr, m.weight)
+        close(g, f"AddNorm {kind} eval s", so, sr, 1e-6)
+        close(g, f"AddNorm {kind} eval y", yo, yr, 1e-5)
+        torch.autograd.backward([so, yo], [gs, gy])
+        ours_grads = [ho.grad, fo.grad] + [p.grad.clone() for p in m.parameters()]
+        m.zero_grad()
+        torch.autograd.backward([sr, yr], [gs, gy])
+        for name, a, r in zip(["dh", "df", "dweight", "dbias"], ours_grads, [hr.grad, fr.grad] +
+                              [p.grad for p in m.parameters()]):
+            close(g, f"AddNorm {kind} eval {name}", a, r, 1e-4)
+        m.train()
+        s_train, _ = m(h, f, seed=3)
+        keep = torch.from_numpy(addnorm.dropout_keep(h.numel(), 0.5, 3, 0)).reshape(h.shape)
+        close(g, f"AddNorm {kind} train s", s_train, 0.9 * h + torch.where(keep, 2 * f, torch.zeros(())), 1e-6)
+        g.check(f"kind='{kind}'" in repr(m), f"AddNorm repr: {m!r}")
+
+
 def g_batch_norm(g):
     """BatchNorm against torch.nn.BatchNorm1d: training steps, running statistics, eval mode,
     (N, L, C) against BatchNorm1d on the transpose, masks against BatchNorm1d on the valid rows."""
@@ -572,6 +612,8 @@ def g_errors(g):
     raises(g, "batch_norm no valid row", ValueError, "batch_norm",
            lambda: at.batch_norm(x, mask=torch.zeros(4, dtype=torch.bool)))
     raises(g, "BatchNorm 2-D shape", ValueError, "BatchNorm", lambda: at.BatchNorm((3, 4)))
+    raises(g, "AddNorm kind", ValueError, "AddNorm", lambda: at.AddNorm(3, kind="batch"))
+    raises(g, "AddNorm p", ValueError, "AddNorm", lambda: at.AddNorm(3, p=-1))
     raises(g, "LayerNorm 2-D shape", ValueError, "LayerNorm", lambda: at.LayerNorm((3, 4)))
     raises(g, "LayerNorm input dtype", TypeError, "layer_norm", lambda: at.LayerNorm(3)(x.double()))
     if torch.cuda.is_available():
@@ -652,7 +694,8 @@ for backend in backends:
     at.set_backend(backend)
     print(f"backend {backend}:")
     for name, body in [("gradcheck", g_gradcheck), ("layer_norm", g_layer_norm), ("rms_norm", g_rms_norm),
-                       ("add_norm", g_add_norm), ("rezero", g_rezero), ("batch_norm", g_batch_norm),
+                       ("add_norm", g_add_norm), ("AddNorm", g_add_norm_module), ("rezero", g_rezero),
+                       ("batch_norm", g_batch_norm),
                        ("16-bit", g_16bit), ("modules", g_modules), ("edge", g_edge),
                        ("no grad", g_no_grad),
                        ("errors", g_errors)]:
