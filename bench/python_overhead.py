@@ -66,14 +66,8 @@ def cases(rows, d):
     autograd = {f"addnorm.torch ({b})": lambda: step(ours) for b in at.available_backends()}
     autograd["torch"] = lambda: step(theirs)
     bn_ours, bn_theirs = at.BatchNorm(d), torch.nn.BatchNorm1d(d)
-
-    def bn_step(module):
-        module.zero_grad(set_to_none=True)
-        tx_grad.grad = None
-        module(tx_grad).backward(tdy)
-
-    bn = {f"addnorm.torch ({b})": lambda: bn_step(bn_ours) for b in at.available_backends()}
-    bn["torch"] = lambda: bn_step(bn_theirs)
+    bn = {f"addnorm.torch ({b})": lambda: step(bn_ours) for b in at.available_backends()}
+    bn["torch"] = lambda: step(bn_theirs)
     return {
         "autograd": autograd,
         **({"bn autograd": bn} if rows >= 2 else {}),  # (training needs two rows for the unbiased variance)
