@@ -212,6 +212,19 @@ bool needs_grad(AutogradContext* ctx, int64_t before, bool given) {
   return given && ctx->needs_input_grad(static_cast<size_t>(before));
 }
 
+// The dropout of a forward, kept for its backward, which regenerates the mask from it (the seed
+// and offset as int64 bit patterns: an IValue holds no uint64).
+void save_dropout(AutogradContext* ctx, const DropoutSpec& dropout) {
+  ctx->saved_data["p"] = dropout.p;
+  ctx->saved_data["seed"] = std::bit_cast<int64_t>(dropout.seed);
+  ctx->saved_data["offset"] = std::bit_cast<int64_t>(dropout.offset);
+}
+
+DropoutSpec saved_dropout(AutogradContext* ctx) {
+  return {ctx->saved_data["p"].toDouble(), std::bit_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
+          std::bit_cast<uint64_t>(ctx->saved_data["offset"].toInt())};
+}
+
 // ---------------------------------------------------------------------------------------------
 // LayerNorm
 
@@ -323,9 +336,7 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
     ctx->saved_data["bias"] = bias.defined();
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["alpha"] = options.alpha;
-    ctx->saved_data["p"] = options.dropout.p;
-    ctx->saved_data["seed"] = std::bit_cast<int64_t>(options.dropout.seed);
-    ctx->saved_data["offset"] = std::bit_cast<int64_t>(options.dropout.offset);
+    save_dropout(ctx, options.dropout);
     ctx->saved_data["f_dtype"] = static_cast<int64_t>(f.scalar_type());
     return {s, y};
   }
@@ -342,9 +353,7 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
     AddNormOptions options;
     options.kind = ctx->saved_data["layer"].toBool() ? NormKind::layer : NormKind::rms;
     options.alpha = ctx->saved_data["alpha"].toDouble();
-    options.dropout =
-        DropoutSpec{ctx->saved_data["p"].toDouble(), std::bit_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
-                    std::bit_cast<uint64_t>(ctx->saved_data["offset"].toInt())};
+    options.dropout = saved_dropout(ctx);
     const auto f_dtype = static_cast<ScalarType>(ctx->saved_data["f_dtype"].toInt());
     // y unused: only the residual stream's gradient flows (dy = 0).
     const Tensor dy = dy_in.defined() ? dy_in.contiguous() : new_output(s, f_dtype).zero_();
@@ -408,9 +417,7 @@ struct ReZeroFn : torch::autograd::Function<ReZeroFn> {
     });
     ctx->save_for_backward({f, a});
     ctx->saved_data["a"] = value;
-    ctx->saved_data["p"] = dropout.p;
-    ctx->saved_data["seed"] = std::bit_cast<int64_t>(dropout.seed);
-    ctx->saved_data["offset"] = std::bit_cast<int64_t>(dropout.offset);
+    save_dropout(ctx, dropout);
     return s;
   }
 
@@ -420,8 +427,7 @@ struct ReZeroFn : torch::autograd::Function<ReZeroFn> {
     const bool need_h = ctx->needs_input_grad(0), need_f = ctx->needs_input_grad(1), need_a = ctx->needs_input_grad(2);
     if (!need_h && !need_f && !need_a) return variable_list(4);
     const Tensor ds = grads[0].contiguous();
-    const DropoutSpec dropout{ctx->saved_data["p"].toDouble(), std::bit_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
-                              std::bit_cast<uint64_t>(ctx->saved_data["offset"].toInt())};
+    const DropoutSpec dropout = saved_dropout(ctx);
     const Tensor dh = new_output(f), df = new_output(f);
     double da = 0.0;
     visit(dt_of(f.scalar_type()), [&](auto tag) {
