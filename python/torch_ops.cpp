@@ -28,6 +28,7 @@
 #include "addnorm/norm/layer_norm.hpp"
 #include "addnorm/norm/rms_norm.hpp"
 #include "dispatch.hpp"
+#include "torch_grad.hpp"
 
 namespace addnorm::torch_ops {
 
@@ -212,6 +213,10 @@ bool needs_grad(AutogradContext* ctx, int64_t before, bool given) {
   return given && ctx->needs_input_grad(static_cast<size_t>(before));
 }
 
+// Whether autograd records this backward (create_graph=True): it then runs as differentiable torch
+// ops (torch_grad.hpp), as autograd cannot differentiate a kernel.
+bool recorded() { return at::GradMode::is_enabled(); }
+
 // The dropout of a forward, kept for its backward, which regenerates the mask from it (the seed
 // and offset as int64 bit patterns: an IValue holds no uint64).
 void save_dropout(AutogradContext* ctx, const DropoutSpec& dropout) {
@@ -240,6 +245,7 @@ struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
     });
     ctx->save_for_backward({x, weight, mean, rstd});
     ctx->saved_data["bias"] = bias.defined();
+    ctx->saved_data["eps"] = eps;
     return y;
   }
 
@@ -250,6 +256,12 @@ struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
     const bool need_w = needs_grad(ctx, 1, weight.defined());
     const bool need_b = needs_grad(ctx, 1 + weight.defined(), ctx->saved_data["bias"].toBool());
     if (!need_x && !need_w && !need_b) return {Tensor(), Tensor(), Tensor(), Tensor()};
+    if (recorded()) {
+      grad2::Grads g =
+          grad2::layer_norm(grads[0], x, weight, ctx->saved_data["eps"].toDouble(), need_x, need_w, need_b, true);
+      g.emplace_back();
+      return g;
+    }
     const Tensor dy = grads[0].contiguous();
     // The kernel computes dgamma (given gamma) and dbeta together; the one not asked for is dropped.
     const bool params = need_w || need_b;
@@ -286,6 +298,7 @@ struct RMSNormFn : torch::autograd::Function<RMSNormFn> {
       rms_norm_forward<T>(out_view<T>(y), out_span<stat_t<T>>(rstd), in_view<T>(x), in_span<T>(weight), eps);
     });
     ctx->save_for_backward({x, weight, rstd});
+    ctx->saved_data["eps"] = eps;
     return y;
   }
 
@@ -295,6 +308,11 @@ struct RMSNormFn : torch::autograd::Function<RMSNormFn> {
     const bool need_x = ctx->needs_input_grad(0);
     const bool need_w = needs_grad(ctx, 1, weight.defined());
     if (!need_x && !need_w) return {Tensor(), Tensor(), Tensor()};
+    if (recorded()) {
+      const grad2::Grads g =
+          grad2::layer_norm(grads[0], x, weight, ctx->saved_data["eps"].toDouble(), need_x, need_w, false, false);
+      return {g[0], g[1], Tensor()};
+    }
     const Tensor dy = grads[0].contiguous();
     const Tensor dx = new_output(x);
     const Tensor dw = new_param_grad(need_w, x);
@@ -336,6 +354,7 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
     ctx->saved_data["bias"] = bias.defined();
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["alpha"] = options.alpha;
+    ctx->saved_data["eps"] = options.eps;
     save_dropout(ctx, options.dropout);
     ctx->saved_data["f_dtype"] = static_cast<int64_t>(f.scalar_type());
     return {s, y};
@@ -355,6 +374,13 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
     options.alpha = ctx->saved_data["alpha"].toDouble();
     options.dropout = saved_dropout(ctx);
     const auto f_dtype = static_cast<ScalarType>(ctx->saved_data["f_dtype"].toInt());
+    if (recorded()) {
+      grad2::Grads g =
+          grad2::add_norm(ds_in, dy_in, s, weight, ctx->saved_data["eps"].toDouble(), options.kind == NormKind::layer,
+                          options.alpha, options.dropout, s.scalar_type(), f_dtype, {need_h, need_f, need_w, need_b});
+      g.emplace_back();
+      return g;
+    }
     // y unused: only the residual stream's gradient flows (dy = 0).
     const Tensor dy = dy_in.defined() ? dy_in.contiguous() : new_output(s, f_dtype).zero_();
     const Tensor ds = contiguous(ds_in);
@@ -426,8 +452,13 @@ struct ReZeroFn : torch::autograd::Function<ReZeroFn> {
     const Tensor &f = saved[0], &a = saved[1];
     const bool need_h = ctx->needs_input_grad(0), need_f = ctx->needs_input_grad(1), need_a = ctx->needs_input_grad(2);
     if (!need_h && !need_f && !need_a) return variable_list(4);
-    const Tensor ds = grads[0].contiguous();
     const DropoutSpec dropout = saved_dropout(ctx);
+    if (recorded()) {
+      grad2::Grads g = grad2::rezero(grads[0], f, a, dropout, {need_h, need_f, need_a});
+      g.emplace_back();
+      return g;
+    }
+    const Tensor ds = grads[0].contiguous();
     const Tensor dh = new_output(f), df = new_output(f);
     double da = 0.0;
     visit(dt_of(f.scalar_type()), [&](auto tag) {
@@ -508,6 +539,7 @@ struct BatchNormFn : torch::autograd::Function<BatchNormFn> {
     ctx->save_for_backward({x, weight, mean, rstd, mask});
     ctx->saved_data["bias"] = bias.defined();
     ctx->saved_data["training"] = args.options.training;
+    ctx->saved_data["eps"] = args.options.eps;
     return y;
   }
 
@@ -520,7 +552,11 @@ struct BatchNormFn : torch::autograd::Function<BatchNormFn> {
     if (!need_x && !need_w && !need_b) return variable_list(4);
     const Tensor dy = grads[0].contiguous();
     Tensor dx, dw, db;
-    if (ctx->saved_data["training"].toBool()) {
+    if (ctx->saved_data["training"].toBool() && recorded()) {  // the eval backward is torch ops already
+      const grad2::Grads g =
+          grad2::batch_norm(grads[0], x, weight, ctx->saved_data["eps"].toDouble(), mask, need_x, need_w, need_b);
+      dx = g[0], dw = g[1], db = g[2];
+    } else if (ctx->saved_data["training"].toBool()) {
       const bool params = need_w || need_b;
       dx = new_output(x);
       dw = new_param_grad(params && weight.defined(), x);

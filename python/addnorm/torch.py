@@ -19,7 +19,12 @@ float64 data); the saved statistics are float32 (float64 for float64 data).
 
 Inputs have any leading shape ``(..., d)``; only the last dimension is normalized (PyTorch's
 ``normalized_shape`` is always ``(d,)``), and weight and bias have shape ``(d,)`` and the data's
-dtype. The backward is first-order only (no double backward).
+dtype.
+
+Double backward: where autograd records the backward (``create_graph=True``: a gradient penalty,
+a Hessian-vector product, MAML), it runs as differentiable torch ops (``_torch_grad``) instead of the
+kernels: the same gradients to rounding, differentiable to any order, but slower. Without
+``create_graph`` the backward is the kernels'.
 
 Dropout in ``add_norm`` and ``rezero`` is not stored: the backward regenerates the mask from ``(p, seed,
 offset)``. The caller must pass a new ``seed`` (or a new ``offset``) for every training step and
@@ -38,6 +43,7 @@ import numpy as np
 import torch
 
 from . import _addnorm as _C
+from . import _torch_grad as _grad2
 
 _CPP = None
 _ENV_BACKEND = os.environ.get("ADDNORM_TORCH_BACKEND", "")
@@ -58,8 +64,8 @@ def available_backends():
 
 
 def set_backend(name):
-    """Runs ``layer_norm``, ``rms_norm``, ``add_norm`` and the modules on backend ``name``
-    (``"cpp"`` or ``"python"``, one of ``available_backends()``) from now on."""
+    """Runs ``layer_norm``, ``rms_norm``, ``add_norm``, ``rezero``, ``batch_norm`` and the modules on
+    backend ``name`` (``"cpp"`` or ``"python"``, one of ``available_backends()``) from now on."""
     global _ops, backend
     if name not in available_backends():
         raise ValueError(f"[addnorm.torch.set_backend] backend {name!r} is not available; this build has "
@@ -128,15 +134,17 @@ class _LayerNormFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, eps):
         y, mean, rstd = _C.layer_norm_forward(_np(x), _np(weight), _np(bias), eps=eps)
         ctx.save_for_backward(x, weight, _tensor(mean), _tensor(rstd))
+        ctx.eps = eps
         return _tensor(y, x.dtype)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
         x, weight, mean, rstd = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         if dy is None or not (need_x or need_w or need_b):
             return None, None, None, None
+        if torch.is_grad_enabled():  # create_graph: a backward autograd can differentiate
+            return _grad2.layer_norm(dy, x, weight, ctx.eps, need_x, need_w, need_b) + (None,)
         dx, dw, db = _C.layer_norm_backward(_np(dy), _np(x), _np(mean), _np(rstd), _np(weight),
                                             param_grads=bool(need_w or need_b))
         return (_tensor(dx, x.dtype) if need_x else None, _tensor(dw, x.dtype) if need_w else None,
@@ -148,15 +156,17 @@ class _RMSNormFunction(torch.autograd.Function):
     def forward(ctx, x, weight, eps):
         y, rstd = _C.rms_norm_forward(_np(x), _np(weight), eps=eps)
         ctx.save_for_backward(x, weight, _tensor(rstd))
+        ctx.eps = eps
         return _tensor(y, x.dtype)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
         x, weight, rstd = ctx.saved_tensors
         need_x, need_w = ctx.needs_input_grad[:2]
         if dy is None or not (need_x or need_w):
             return None, None, None
+        if torch.is_grad_enabled():  # create_graph
+            return _grad2.layer_norm(dy, x, weight, ctx.eps, need_x, need_w, False, layer=False)[:2] + (None,)
         dx, dw = _C.rms_norm_backward(_np(dy), _np(x), _np(rstd), _np(weight), param_grads=bool(need_w))
         return _tensor(dx, x.dtype) if need_x else None, _tensor(dw, x.dtype) if need_w else None, None
 
@@ -169,16 +179,19 @@ class _AddNormFunction(torch.autograd.Function):
         s, y, mean, rstd = _C.add_norm_forward(_np(h), _np(f), _np(weight), _np(bias), eps=eps, **opts)
         s, y = _tensor(s, h.dtype), _tensor(y, f.dtype)
         ctx.save_for_backward(s, weight, _tensor(mean), _tensor(rstd))
-        ctx.opts, ctx.h_dtype, ctx.f_dtype = opts, h.dtype, f.dtype
+        ctx.opts, ctx.eps, ctx.h_dtype, ctx.f_dtype = opts, eps, h.dtype, f.dtype
         return s, y
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, ds, dy):
         s, weight, mean, rstd = ctx.saved_tensors
         need_h, need_f, need_w, need_b = ctx.needs_input_grad[:4]
         if (ds is None and dy is None) or not (need_h or need_f or need_w or need_b):
             return (None,) * 10
+        if torch.is_grad_enabled():  # create_graph
+            o = ctx.opts
+            return _grad2.add_norm(ds, dy, s, weight, ctx.eps, o["kind"] == "layer", o["alpha"], o["p"], o["seed"],
+                                   o["offset"], ctx.h_dtype, ctx.f_dtype, (need_h, need_f, need_w, need_b)) + (None,) * 6
         if dy is None:  # y unused: only the residual stream's gradient flows
             dy = torch.zeros(s.shape, dtype=ctx.f_dtype)
         dh, df, dw, db = _C.add_norm_backward(_np(dy), _np(s), _np(mean), _np(rstd), _np(weight), _np(ds),
@@ -199,12 +212,14 @@ class _ReZeroFunction(torch.autograd.Function):
         return _tensor(s, h.dtype)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, ds):
         f, a = ctx.saved_tensors
         need_h, need_f, need_a = ctx.needs_input_grad[:3]
         if ds is None or not (need_h or need_f or need_a):
             return (None,) * 6
+        if torch.is_grad_enabled():  # create_graph
+            o = ctx.opts
+            return _grad2.rezero(ds, f, a, o["p"], o["seed"], o["offset"], (need_h, need_f, need_a)) + (None,) * 3
         dh, df, da = _C.rezero_backward(_np(ds), _np(f), ctx.value, **ctx.opts)
         return (_tensor(dh, f.dtype) if need_h else None, _tensor(df, f.dtype) if need_f else None,
                 torch.full_like(a, da) if need_a else None, None, None, None)
@@ -241,17 +256,18 @@ class _BatchNormFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, running_mean, running_var, mask, training, momentum, eps):
         y, mean, rstd = _bn_forward(x, weight, bias, running_mean, running_var, mask, training, momentum, eps)
         ctx.save_for_backward(x, weight, _tensor(mean), _tensor(rstd), mask)
-        ctx.training = training
+        ctx.training, ctx.eps = training, eps
         return _tensor(y, x.dtype)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
         x, weight, mean, rstd, mask = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         if dy is None or not (need_x or need_w or need_b):
             return (None,) * 9
-        if ctx.training:
+        if ctx.training and torch.is_grad_enabled():  # create_graph (the eval backward is torch ops already)
+            dx, dw, db = _grad2.batch_norm(dy, x, weight, ctx.eps, mask, need_x, need_w, need_b)
+        elif ctx.training:
             dx, dw, db = _C.batch_norm_backward(_np(dy), _np(x), _np(mean), _np(rstd), _np(weight), mask=_np(mask),
                                                 param_grads=bool(need_w or need_b))
             dx, dw, db = _tensor(dx, x.dtype), _tensor(dw, x.dtype), _tensor(db, x.dtype)

@@ -33,6 +33,13 @@ Groups (one line each; exits 1 listing every failure, 0 when all pass):
               grads, device/dtype kwargs, no affine); RMSNorm; Linear -> LayerNorm -> Linear
               trained 20 SGD steps: the loss decreases and tracks torch.nn.LayerNorm's.
   edge        1-D input, non-contiguous input and gradient, zero rows, repeatability.
+  double backward
+              create_graph=True: torch.autograd.gradgradcheck in float64 for every function
+              (layer_norm, rms_norm, add_norm with and without dropout and with only s or y used,
+              batch_norm training, masked and eval, rezero); a gradient penalty and its gradients
+              against PyTorch's functions (F.layer_norm, F.batch_norm, the others written in torch
+              ops); a third derivative of layer_norm against LayerNorm in torch ops; the first-order
+              gradients under create_graph against the kernels' (float32, bfloat16, float16).
   errors      int tensors, wrong weight shape or dtype, bad kind/p/eps raise TypeError or
               ValueError naming the function (CUDA tensors: skipped without CUDA).
 
@@ -40,8 +47,9 @@ Every group runs once per backend of addnorm.torch (C++ on libtorch, "cpp", when
 and the Python Functions, "python"). Then:
   backends    the two backends give the same bits: outputs and every gradient of layer_norm,
               rms_norm and add_norm (with and without weight/bias, dropout, an f32 stream, inputs
-              not requiring grad), rezero and batch_norm (training and eval, masked) in float32, float64, float16 and bfloat16; set_backend's
-              errors.
+              not requiring grad), rezero and batch_norm (training and eval, masked) in float32,
+              float64, float16 and bfloat16; the same functions under create_graph (first and
+              second order); set_backend's errors.
 With ADDNORM_TORCH_BACKEND=cpp in the environment (ctest sets it when the C++ module was built),
 importing addnorm.torch fails unless the C++ module loads.
 """
@@ -186,6 +194,125 @@ def g_gradcheck(g):
                 gc(f"rezero {shape} a{a_shape} p={p}", lambda h, f, a: at.rezero(h, f, a, p=p, seed=9, offset=2),
                    (h, f, a))
             gc(f"rezero {shape} a only", lambda a: at.rezero(h.detach(), f.detach(), a, p=0.3, seed=9), (a,))
+
+
+# ---------------------------------------------------------------------------------------------
+def g_double_backward(g):
+    """create_graph=True: the backward is differentiable (torch ops), to the second order and past."""
+    d64 = torch.float64
+
+    def ggc(what, fn, inputs):
+        try:
+            ok = torch.autograd.gradgradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-4, raise_exception=True)
+        except Exception as e:  # noqa: BLE001
+            ok, what = False, f"{what}: {type(e).__name__}: {str(e)[:300]}"
+        g.check(ok, f"gradgradcheck {what}")
+
+    for shape in [(3, 5), (2, 3, 7)]:
+        d = shape[-1]
+        x = leaf(randn(shape, 401, d64, 2.0, 0.5))
+        w, b = leaf(randn((d,), 402, d64, 1.0, 1.0)), leaf(randn((d,), 403, d64))
+        h, f = leaf(randn(shape, 404, d64)), leaf(randn(shape, 405, d64))
+        ggc(f"layer_norm {shape} x,w,b", lambda x, w, b: at.layer_norm(x, w, b), (x, w, b))
+        ggc(f"layer_norm {shape} x", lambda x: at.layer_norm(x, eps=1e-3), (x,))
+        ggc(f"layer_norm {shape} w,b only", lambda w, b: at.layer_norm(x.detach(), w, b), (w, b))
+        ggc(f"rms_norm {shape} x,w", lambda x, w: at.rms_norm(x, w), (x, w))
+        ggc(f"rms_norm {shape} x", lambda x: at.rms_norm(x, eps=1e-3), (x,))
+        for kind in ["layer", "rms"]:
+            for p in [0.0, 0.3]:
+                kw = dict(kind=kind, alpha=0.8, p=p, seed=42, offset=3, eps=1e-4)
+                bias = b if kind == "layer" else None
+                tag = f"add_norm {shape} {kind} p={p}"
+                ggc(f"{tag} (s, y)", lambda h, f, w: at.add_norm(h, f, w, bias, **kw), (h, f, w))
+                ggc(f"{tag} y only", lambda h, f, w: at.add_norm(h, f, w, bias, **kw)[1], (h, f, w))
+                ggc(f"{tag} s only", lambda h, f: at.add_norm(h, f, w, bias, **kw)[0], (h, f))
+        mask = torch.arange(x.numel() // d).reshape(shape[:-1]) % 3 != 1
+        rm, rv = torch.randn(d, dtype=d64), torch.rand(d, dtype=d64) + 0.5
+        ggc(f"batch_norm {shape} training", lambda x, w, b: at.batch_norm(x, None, None, w, b, eps=1e-3), (x, w, b))
+        ggc(f"batch_norm {shape} training masked, no weight",
+            lambda x, b: at.batch_norm(x, None, None, None, b, mask=mask), (x, b))
+        ggc(f"batch_norm {shape} eval", lambda x, w, b: at.batch_norm(x, rm, rv, w, b, training=False), (x, w, b))
+        a = leaf(torch.full((), 0.6, dtype=d64))
+        for p in [0.0, 0.3]:
+            ggc(f"rezero {shape} p={p}", lambda h, f, a: at.rezero(h, f, a, p=p, seed=9, offset=2), (h, f, a))
+
+    # A gradient penalty, sum(dL/dx ** 2) with L = sum(r * y ** 3) (r random), and its gradients,
+    # against the same through PyTorch's own functions (float64).
+    def penalty(fn, inputs):
+        ins = [leaf(t) for t in inputs]
+        out = fn(*ins)
+        out = out if isinstance(out, tuple) else (out,)
+        loss = sum((o ** 3 * randn(o.shape, 430 + i, d64)).sum() for i, o in enumerate(out))
+        gx = torch.autograd.grad(loss, ins[0], create_graph=True)[0]
+        g.check(gx.grad_fn is not None, "a create_graph gradient has no grad_fn")
+        pen = gx.pow(2).sum()
+        pen.backward()
+        return [pen.detach()] + [t.grad for t in ins]
+
+    def against(what, ours, ref, inputs, tol=1e-9):
+        for i, (a, r) in enumerate(zip(penalty(ours, inputs), penalty(ref, inputs))):
+            close(g, f"penalty {what} [{i}]", a, r, tol)
+
+    shape, d = (6, 16), 16
+    x, w, b = randn(shape, 410, d64, 2.0, 0.5), randn((d,), 411, d64, 0.5, 1.0), randn((d,), 412, d64)
+    f = randn(shape, 413, d64)
+    against("layer_norm", lambda x, w, b: at.layer_norm(x, w, b), lambda x, w, b: F.layer_norm(x, (d,), w, b),
+            (x, w, b))
+    against("rms_norm", lambda x, w: at.rms_norm(x, w), lambda x, w: rms_ref(x, w), (x, w))
+    keep = torch.from_numpy(np.asarray(addnorm.dropout_keep(x.numel(), 0.25, 5, 1), dtype=bool)).reshape(shape)
+    drop = keep.to(d64) / 0.75
+    against("add_norm layer, dropout", lambda h, f, w, b: at.add_norm(h, f, w, b, alpha=0.7, p=0.25, seed=5, offset=1),
+            lambda h, f, w, b: (0.7 * h + f * drop, F.layer_norm(0.7 * h + f * drop, (d,), w, b)), (x, f, w, b))
+    against("add_norm rms, y only", lambda h, f, w: at.add_norm(h, f, w, kind="rms", alpha=1.3)[1],
+            lambda h, f, w: rms_ref(1.3 * h + f, w), (x, f, w))
+    against("rezero", lambda h, f, a: at.rezero(h, f, a, p=0.25, seed=5, offset=1),
+            lambda h, f, a: h + a * (f * drop), (x, f, torch.tensor(0.4, dtype=d64)))
+    against("batch_norm training", lambda x, w, b: at.batch_norm(x, None, None, w, b),
+            lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), (x, w, b))
+    mask = torch.arange(shape[0]) % 2 == 0
+    against("batch_norm masked, valid rows", lambda x, w, b: at.batch_norm(x[:], None, None, w, b, mask=mask)[mask],
+            lambda x, w, b: F.batch_norm(x[mask], None, None, w, b, training=True), (x, w, b))
+
+    # Third order, against LayerNorm written out in torch ops (PyTorch 1.13's F.layer_norm gives a
+    # wrong third derivative: 445 where the exact one is 0, by LayerNorm's invariance to shifts).
+    def third(fn):
+        xl = leaf(x)
+        y = fn(xl)
+        g1 = torch.autograd.grad((y ** 3).sum(), xl, create_graph=True)[0]
+        g2 = torch.autograd.grad((g1 ** 2).sum(), xl, create_graph=True)[0]
+        return torch.autograd.grad((g2 * randn(shape, 440, d64)).sum(), xl)[0]
+
+    def ln_ops(x):
+        xm = x - x.mean(-1, keepdim=True)
+        return xm / torch.sqrt(xm.pow(2).mean(-1, keepdim=True) + 1e-5) * w + b
+    close(g, "layer_norm third order", third(lambda x: at.layer_norm(x, w, b)), third(ln_ops), 1e-9)
+
+    # The first-order gradients under create_graph agree with the kernels' (float32; 16-bit dtypes
+    # against the float32 kernels' within a few ulps of the dtype).
+    for dt, tol in [(torch.float32, 2e-6), (torch.bfloat16, 2 * 2 ** -8), (torch.float16, 2 * 2 ** -11)]:
+        shape, d = (8, 96), 96
+        x, w, b = randn(shape, 420, dt, 2.0, 0.5), randn((d,), 421, dt, 1.0, 1.0), randn((d,), 422, dt)
+        f, dy, ds = randn(shape, 423, dt), randn(shape, 424, dt), randn(shape, 425, dt)
+        cases = [("layer_norm", lambda x, w, b: at.layer_norm(x, w, b), (x, w, b), (dy,)),
+                 ("rms_norm", lambda x, w: at.rms_norm(x, w), (x, w), (dy,)),
+                 ("add_norm", lambda h, f, w, b: at.add_norm(h, f, w, b, p=0.2, seed=3), (x, f, w, b), (ds, dy)),
+                 ("add_norm f32 stream", lambda h, f, w: at.add_norm(h, f, w, kind="rms", p=0.2, seed=3),
+                  (x.float(), f, w), (ds.float(), dy)),
+                 ("rezero", lambda h, f, a: at.rezero(h, f, a, p=0.2, seed=3), (x, f, torch.tensor([0.3], dtype=dt)),
+                  (ds,)),
+                 ("batch_norm", lambda x, w, b: at.batch_norm(x, None, None, w, b), (x, w, b), (dy,))]
+        for name, fn, inputs, gouts in cases:
+            def first(create_graph, fn=fn, inputs=inputs, gouts=gouts, f32=False):
+                ins = [leaf(t.float() if f32 else t) for t in inputs]
+                outs = fn(*ins)
+                outs = outs if isinstance(outs, tuple) else (outs,)
+                got = torch.autograd.grad(outs, ins, [o.float() if f32 else o for o in gouts],
+                                          create_graph=create_graph)
+                return [t.detach() for t in got]
+            ref = first(False, f32=dt != torch.float32) if name != "add_norm f32 stream" else first(False)
+            for i, (a, r) in enumerate(zip(first(True), ref)):
+                g.check(a.dtype == inputs[i].dtype, f"{dt} {name} create_graph grad {i}: dtype {a.dtype}")
+                close(g, f"{dt} {name} create_graph grad {i}", a, r.to(a.dtype), tol)
 
 
 def g_layer_norm(g):
@@ -631,9 +758,22 @@ def g_backends(g):
                                 [go for go in out_grads if go is not None])
         return [o.detach() for o in outs] + [t.grad for t, m in zip(ins, grad_mask) if t is not None and m]
 
-    def same(what, fn, inputs, grad_mask, out_grads):
-        a = run("cpp", fn, inputs, grad_mask, out_grads)
-        b = run("python", fn, inputs, grad_mask, out_grads)
+    def run2(backend, fn, inputs, grad_mask, out_grads):
+        """create_graph: the first-order gradients, then the gradients of sum(first ** 2)."""
+        at.set_backend(backend)
+        ins = [leaf(t) for t, m in zip(inputs, grad_mask) if m]
+        it = iter(ins)
+        outs = fn(*[t if not m else next(it) for t, m in zip(inputs, grad_mask)])
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        keep = [(o, go) for o, go in zip(outs, out_grads) if go is not None]
+        first = torch.autograd.grad([o for o, _ in keep], ins, [go for _, go in keep], create_graph=True)
+        second = torch.autograd.grad(sum(t.float().pow(2).sum() for t in first), ins, allow_unused=True)
+        return [t.detach() for t in first] + list(second)
+
+    def same(what, fn, inputs, grad_mask, out_grads, runner=None):
+        runner = runner or run
+        a = runner("cpp", fn, inputs, grad_mask, out_grads)
+        b = runner("python", fn, inputs, grad_mask, out_grads)
         ok = len(a) == len(b) and all((u is None and v is None) or (u is not None and v is not None and
                                       u.dtype == v.dtype and torch.equal(u, v)) for u, v in zip(a, b))
         g.check(ok, f"{what}: the cpp and python backends differ")
@@ -671,6 +811,27 @@ def g_backends(g):
             call = lambda h, f, a: at.rezero(h, f, a, p=0.25, seed=13, offset=4)  # noqa: E731
             same(f"rezero {tag}", call, (x, f, a), (1, 1, 1), (ds,))
             same(f"rezero {tag} a only", call, (x, f, a), (0, 0, 1), (ds,))
+            # create_graph (double backward): the torch-ops backward of each backend
+            tag = f"create_graph {tag}"
+            same(f"layer_norm {tag}", lambda x, w, b: at.layer_norm(x, w, b), (x, w, b), (1, 1, 1), (dy,), run2)
+            same(f"rms_norm {tag}", lambda x, w: at.rms_norm(x, w), (x, w), (1, 1), (dy,), run2)
+            for kind in ["layer", "rms"]:
+                bias = b if kind == "layer" else None
+                call = lambda h, f, w, b, kind=kind: at.add_norm(h, f, w, b, kind=kind, alpha=0.7, p=0.25,  # noqa
+                                                                 seed=11, offset=5)
+                same(f"add_norm {kind} {tag}", call, (x, f, w, bias), (1, 1, 1, bias is not None), (ds, dy), run2)
+                same(f"add_norm {kind} {tag} s only", call, (x, f, w, bias), (1, 1, 0, 0), (ds, None), run2)
+                if dt in (torch.float16, torch.bfloat16):
+                    same(f"add_norm {kind} {tag} f32 stream", call, (x.float(), f, w, bias),
+                         (1, 1, 1, bias is not None), (ds.float(), dy), run2)
+            call = lambda h, f, a: at.rezero(h, f, a, p=0.25, seed=13, offset=4)  # noqa: E731
+            same(f"rezero {tag}", call, (x, f, a), (1, 1, 1), (ds,), run2)
+            for training in (True, False):
+                st = torch.float64 if dt == torch.float64 else torch.float32
+                rm, rv = torch.zeros(d, dtype=st), torch.ones(d, dtype=st)
+                call = lambda x, w, b, training=training, rm=rm, rv=rv: at.batch_norm(  # noqa: E731
+                    x, rm, rv, w, b, training=training, momentum=0.2, mask=mask)
+                same(f"batch_norm training={training} {tag}", call, (x, w, b), (1, 1, 1), (dy,), run2)
     # Outputs of 4 MiB or more: the C++ backend allocates them on huge pages (its own allocator).
     shape = (1100, 1024)
     x, f, w, b = randn(shape, 360), randn(shape, 361), randn((1024,), 362), randn((1024,), 363)
@@ -697,7 +858,7 @@ for backend in backends:
                        ("add_norm", g_add_norm), ("AddNorm", g_add_norm_module), ("rezero", g_rezero),
                        ("batch_norm", g_batch_norm),
                        ("16-bit", g_16bit), ("modules", g_modules), ("edge", g_edge),
-                       ("no grad", g_no_grad),
+                       ("no grad", g_no_grad), ("double backward", g_double_backward),
                        ("errors", g_errors)]:
         Group(f"{backend} {name}" if len(backends) > 1 else name).run(body)
 if "cpp" in backends:

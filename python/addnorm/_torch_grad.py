@@ -1,0 +1,111 @@
+"""addnorm.torch's backward as differentiable torch ops, for double backward.
+
+The autograd functions' backward runs addnorm's kernels, and autograd cannot differentiate a
+kernel. When autograd records the backward itself (``create_graph=True``: a gradient penalty, a
+Hessian-vector product, MAML), the functions run these formulas instead: the same gradients to
+rounding, as torch ops that autograd differentiates again, to any order. The statistics are
+recomputed from the saved input (the kernels' saved mean and rstd are not connected to it), the
+dropout mask is regenerated from (p, seed, offset), and the math is f32 (f64 for float64 data) as
+in the kernels. python/torch_ops.cpp (namespace grad2) runs the same ops in the same order, so both
+backends give the same bits.
+"""
+import torch
+
+from . import _addnorm as _C
+
+
+def _compute(dtype):
+    """The math's dtype for data of `dtype`: float64 for float64, else float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _rows_sum(t):
+    return t.reshape(-1, t.shape[-1]).sum(0)
+
+
+def _cast(t, dtype, wanted):
+    return t.to(dtype) if wanted else None
+
+
+def norm(dy, x, weight, eps, layer):
+    """(dx, dweight, dbias) of y = Norm(x) * weight + bias over the last dimension, in x's math
+    dtype; Norm is LayerNorm (layer) or RMSNorm (dbias None). weight may be None."""
+    c = _compute(x.dtype)
+    xc = x.to(c)
+    xm = xc - xc.mean(-1, keepdim=True) if layer else xc
+    rstd = torch.rsqrt((xm * xm).mean(-1, keepdim=True) + eps)
+    xhat = xm * rstd
+    g0 = dy.to(c)
+    g = g0 if weight is None else g0 * weight.to(c)
+    proj = xhat * (g * xhat).mean(-1, keepdim=True)
+    dx = rstd * (g - g.mean(-1, keepdim=True) - proj) if layer else rstd * (g - proj)
+    dw = None if weight is None else _rows_sum(g0 * xhat)
+    db = _rows_sum(g0) if layer else None
+    return dx, dw, db
+
+
+def layer_norm(dy, x, weight, eps, need_x, need_w, need_b, layer=True):
+    """LayerNorm's (or RMSNorm's) gradients (dx, dweight, dbias) in x's dtype, None where not needed."""
+    dx, dw, db = norm(dy, x, weight, eps, layer)
+    return _cast(dx, x.dtype, need_x), _cast(dw, x.dtype, need_w), _cast(db, x.dtype, need_b and layer)
+
+
+def keep_scale(shape, dtype, p, seed, offset):
+    """Dropout's factor per element, 0 (dropped) or 1 / (1 - p), as a tensor of `shape`; None for p = 0."""
+    if p <= 0:
+        return None
+    keep = torch.from_numpy(_C.dropout_keep(int(torch.Size(shape).numel()), p, seed, offset)).reshape(shape)
+    return keep.to(dtype) * (0.0 if p >= 1 else 1.0 / (1.0 - p))
+
+
+def add_norm(ds, dy, s, weight, eps, layer, alpha, p, seed, offset, h_dtype, f_dtype, need):
+    """Gradients (dh, df, dweight, dbias) of s = alpha * h + Dropout(f), y = Norm(s) * weight + bias,
+    given the gradients ds of s and dy of y (either may be None) and the saved s; None where not
+    needed (need: four flags)."""
+    if dy is None:  # y unused: only the residual stream's gradient flows
+        dy = torch.zeros(s.shape, dtype=f_dtype)
+    dn, dw, db = norm(dy, s, weight, eps, layer)
+    total = dn if ds is None else dn + ds.to(dn.dtype)
+    ks = keep_scale(s.shape, dn.dtype, p, seed, offset)
+    df = total if ks is None else total * ks
+    return (_cast(total * alpha, h_dtype, need[0]), _cast(df, f_dtype, need[1]), _cast(dw, f_dtype, need[2]),
+            _cast(db, f_dtype, need[3] and layer))
+
+
+def rezero(ds, f, a, p, seed, offset, need):
+    """Gradients (dh, df, da) of s = h + a * Dropout(f); None where not needed."""
+    c = _compute(f.dtype)
+    ks = keep_scale(f.shape, c, p, seed, offset)
+    g = ds.to(c)
+    dropped = f.to(c) if ks is None else f.to(c) * ks
+    df = g * a.to(c).reshape(()) if ks is None else g * ks * a.to(c).reshape(())
+    da = (g * dropped).sum().to(a.dtype).reshape(a.shape)
+    return _cast(g, f.dtype, need[0]), _cast(df, f.dtype, need[1]), da if need[2] else None
+
+
+def batch_norm(dy, x, weight, eps, mask, need_x, need_w, need_b):
+    """BatchNorm's training gradients (dx, dweight, dbias), the statistics over the valid rows
+    (mask: the rows' flags, or None) recomputed from x; padding rows get dx = 0."""
+    d = x.shape[-1]
+    c = _compute(x.dtype)
+    xc = x.to(c).reshape(-1, d)
+    g0 = dy.to(c).reshape(-1, d)
+    if mask is None:
+        n = float(xc.shape[0])
+        mean = xc.sum(0) / n
+        xm = xc - mean
+    else:
+        valid = mask.reshape(-1, 1).to(c)
+        n = max(float(mask.sum()), 1.0)
+        mean = (xc * valid).sum(0) / n
+        xm = (xc - mean) * valid
+        g0 = g0 * valid
+    rstd = torch.rsqrt((xm * xm).sum(0) / n + eps)
+    xhat = xm * rstd
+    g = g0 if weight is None else g0 * weight.to(c)
+    dx = rstd * (g - g.sum(0) / n - xhat * ((g * xhat).sum(0) / n))
+    if mask is not None:
+        dx = dx * valid
+    dw = None if weight is None else (g0 * xhat).sum(0)
+    return (_cast(dx.reshape(x.shape), x.dtype, need_x), _cast(dw, x.dtype, need_w),
+            _cast(g0.sum(0), x.dtype, need_b))

@@ -1,0 +1,111 @@
+// The differentiable backward of addnorm.torch's C++ functions (torch_grad.hpp); every line
+// mirrors python/addnorm/_torch_grad.py.
+#include "torch_grad.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace addnorm::torch_ops::grad2 {
+
+namespace {
+
+using at::ScalarType;
+using at::Tensor;
+
+// The math's dtype for data of dtype st: float64 for float64, else float32.
+ScalarType compute(ScalarType st) { return st == ScalarType::Double ? ScalarType::Double : ScalarType::Float; }
+
+Tensor rows_sum(const Tensor& t) { return t.reshape({-1, t.size(-1)}).sum(0); }
+
+Tensor cast(const Tensor& t, ScalarType st, bool wanted) { return wanted ? t.to(st) : Tensor(); }
+
+// (dx, dweight, dbias) of y = Norm(x) * weight + bias in x's math dtype (dbias undefined for RMSNorm).
+Grads norm(const Tensor& dy, const Tensor& x, const Tensor& weight, double eps, bool layer) {
+  const ScalarType c = compute(x.scalar_type());
+  const Tensor xc = x.to(c);
+  const Tensor xm = layer ? xc - xc.mean(-1, true) : xc;
+  const Tensor rstd = at::rsqrt((xm * xm).mean(-1, true) + eps);
+  const Tensor xhat = xm * rstd;
+  const Tensor g0 = dy.to(c);
+  const Tensor g = weight.defined() ? g0 * weight.to(c) : g0;
+  const Tensor proj = xhat * (g * xhat).mean(-1, true);
+  const Tensor dx = layer ? rstd * (g - g.mean(-1, true) - proj) : rstd * (g - proj);
+  return {dx, weight.defined() ? rows_sum(g0 * xhat) : Tensor(), layer ? rows_sum(g0) : Tensor()};
+}
+
+// Dropout's factor per element (0 or 1 / (1 - p)) in dtype c, shaped like `like`; undefined for p = 0.
+Tensor keep_scale(const Tensor& like, ScalarType c, const DropoutSpec& dropout) {
+  if (!dropout.active()) return {};
+  Tensor keep = at::empty(like.sizes(), like.options().dtype(ScalarType::Bool));
+  bool* k = keep.data_ptr<bool>();
+  for (int64_t i = 0; i < keep.numel(); ++i) k[i] = dropout.keep(static_cast<uint64_t>(i));
+  return keep.to(c) * dropout.scale();
+}
+
+}  // namespace
+
+Grads layer_norm(const Tensor& dy, const Tensor& x, const Tensor& weight, double eps, bool need_x, bool need_w,
+                 bool need_b, bool layer) {
+  const Grads g = norm(dy, x, weight, eps, layer);
+  const ScalarType st = x.scalar_type();
+  return {cast(g[0], st, need_x), cast(g[1], st, need_w), cast(g[2], st, need_b && layer)};
+}
+
+Grads add_norm(const Tensor& ds, const Tensor& dy_in, const Tensor& s, const Tensor& weight, double eps, bool layer,
+               double alpha, const DropoutSpec& dropout, ScalarType h_dtype, ScalarType f_dtype,
+               std::array<bool, 4> need) {
+  // y unused: only the residual stream's gradient flows.
+  const Tensor dy = dy_in.defined() ? dy_in : at::zeros(s.sizes(), s.options().dtype(f_dtype));
+  const Grads n = norm(dy, s, weight, eps, layer);
+  const Tensor total = ds.defined() ? n[0] + ds.to(n[0].scalar_type()) : n[0];
+  const Tensor ks = keep_scale(s, n[0].scalar_type(), dropout);
+  const Tensor df = ks.defined() ? total * ks : total;
+  return {cast(total * alpha, h_dtype, need[0]), cast(df, f_dtype, need[1]), cast(n[1], f_dtype, need[2]),
+          cast(n[2], f_dtype, need[3] && layer)};
+}
+
+Grads rezero(const Tensor& ds, const Tensor& f, const Tensor& a, const DropoutSpec& dropout, std::array<bool, 3> need) {
+  const ScalarType c = compute(f.scalar_type());
+  const Tensor ks = keep_scale(f, c, dropout);
+  const Tensor g = ds.to(c);
+  const Tensor dropped = ks.defined() ? f.to(c) * ks : f.to(c);
+  const Tensor ac = a.to(c).reshape({});
+  const Tensor df = ks.defined() ? g * ks * ac : g * ac;
+  const Tensor da = (g * dropped).sum().to(a.scalar_type()).reshape(a.sizes());
+  return {cast(g, f.scalar_type(), need[0]), cast(df, f.scalar_type(), need[1]), need[2] ? da : Tensor()};
+}
+
+Grads batch_norm(const Tensor& dy, const Tensor& x, const Tensor& weight, double eps, const Tensor& mask, bool need_x,
+                 bool need_w, bool need_b) {
+  const int64_t d = x.size(-1);
+  const ScalarType c = compute(x.scalar_type());
+  const Tensor xc = x.to(c).reshape({-1, d});
+  Tensor g0 = dy.to(c).reshape({-1, d});
+  Tensor valid, xm;
+  double n = 0;
+  if (!mask.defined()) {
+    n = static_cast<double>(xc.size(0));
+    const Tensor mean = xc.sum(0) / n;
+    xm = xc - mean;
+  } else {
+    valid = mask.reshape({-1, 1}).to(c);
+    n = std::max(static_cast<double>(mask.sum().item<int64_t>()), 1.0);
+    const Tensor mean = (xc * valid).sum(0) / n;
+    xm = (xc - mean) * valid;
+    g0 = g0 * valid;
+  }
+  const Tensor rstd = at::rsqrt((xm * xm).sum(0) / n + eps);
+  const Tensor xhat = xm * rstd;
+  const Tensor g = weight.defined() ? g0 * weight.to(c) : g0;
+  // Two statements: the operands of an overloaded operator are evaluated in no set order, and the
+  // order in which the ops are recorded (Python's, left to right) decides the order in which
+  // autograd adds up their gradients.
+  const Tensor centered = g - g.sum(0) / n;
+  Tensor dx = rstd * (centered - xhat * ((g * xhat).sum(0) / n));
+  if (mask.defined()) dx = dx * valid;
+  const Tensor dw = weight.defined() ? (g0 * xhat).sum(0) : Tensor();
+  const ScalarType st = x.scalar_type();
+  return {cast(dx.reshape(x.sizes()), st, need_x), cast(dw, st, need_w), cast(g0.sum(0), st, need_b)};
+}
+
+}  // namespace addnorm::torch_ops::grad2

@@ -1,0 +1,35 @@
+// addnorm.torch's backward as differentiable torch ops, for double backward (create_graph=True):
+// the C++ backend's copy of python/addnorm/_torch_grad.py, the same ops in the same order, so both
+// backends give the same bits (see that file for what and why). Each returns the gradients in the
+// inputs' dtypes, undefined where not needed.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <array>
+#include <vector>
+
+#include "addnorm/norm/dropout.hpp"
+
+namespace addnorm::torch_ops::grad2 {
+
+using Grads = std::vector<at::Tensor>;
+
+// LayerNorm (layer) or RMSNorm: (dx, dweight, dbias); weight may be undefined.
+Grads layer_norm(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& weight, double eps, bool need_x,
+                 bool need_w, bool need_b, bool layer);
+
+// s = alpha * h + Dropout(f), y = Norm(s): (dh, df, dweight, dbias) from ds and dy (either undefined).
+Grads add_norm(const at::Tensor& ds, const at::Tensor& dy, const at::Tensor& s, const at::Tensor& weight, double eps,
+               bool layer, double alpha, const DropoutSpec& dropout, at::ScalarType h_dtype, at::ScalarType f_dtype,
+               std::array<bool, 4> need);
+
+// s = h + a * Dropout(f): (dh, df, da).
+Grads rezero(const at::Tensor& ds, const at::Tensor& f, const at::Tensor& a, const DropoutSpec& dropout,
+             std::array<bool, 3> need);
+
+// BatchNorm in training, features last, over the rows that mask (undefined: all) marks: (dx, dweight, dbias).
+Grads batch_norm(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& weight, double eps,
+                 const at::Tensor& mask, bool need_x, bool need_w, bool need_b);
+
+}  // namespace addnorm::torch_ops::grad2
