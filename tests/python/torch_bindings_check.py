@@ -140,14 +140,21 @@ def grads(ts):
     return [None if t is None else t.grad for t in ts]
 
 
-# ---------------------------------------------------------------------------------------------
-def g_gradcheck(g):
-    def gc(what, fn, inputs):
+def checker(g, check):
+    """A function (what, fn, inputs) that runs torch.autograd.gradcheck or gradgradcheck (check)
+    in float64 and records a failure or an exception in group g."""
+    def run(what, fn, inputs):
         try:
-            ok = torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-4, raise_exception=True)
+            ok = check(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-4, raise_exception=True)
         except Exception as e:  # noqa: BLE001
             ok, what = False, f"{what}: {type(e).__name__}: {str(e)[:300]}"
-        g.check(ok, f"gradcheck {what}")
+        g.check(ok, f"{check.__name__} {what}")
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+def g_gradcheck(g):
+    gc = checker(g, torch.autograd.gradcheck)
 
     d64 = torch.float64
     for shape in [(3, 5), (2, 3, 7)]:
@@ -200,13 +207,7 @@ def g_gradcheck(g):
 def g_double_backward(g):
     """create_graph=True: the backward is differentiable (torch ops), to the second order and past."""
     d64 = torch.float64
-
-    def ggc(what, fn, inputs):
-        try:
-            ok = torch.autograd.gradgradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-4, raise_exception=True)
-        except Exception as e:  # noqa: BLE001
-            ok, what = False, f"{what}: {type(e).__name__}: {str(e)[:300]}"
-        g.check(ok, f"gradgradcheck {what}")
+    ggc = checker(g, torch.autograd.gradgradcheck)
 
     for shape in [(3, 5), (2, 3, 7)]:
         d = shape[-1]
