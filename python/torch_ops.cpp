@@ -4,10 +4,14 @@
 // libtorch-dev): what this saves is the Python Function's cost, about 25 us a step of forward and
 // backward, which made a 1 x 512 LayerNorm step 2.2x slower than torch.nn.LayerNorm's.
 //
-// Each function checks its tensors with the GIL held (errors name addnorm.torch.<function>), then
-// runs the autograd Function without it. Backward runs on autograd's threads and calls no Python.
-#include <torch/csrc/DynamicTypes.h>
+// Each function is an operator of PyTorch's dispatcher (addnorm::layer_norm, ..., registered at the
+// end: torch.ops.addnorm.*, which TorchScript calls and torch.jit.trace records) whose kernel checks
+// its tensors (errors name addnorm.torch.<function>) and applies the autograd Function. The Python
+// entry points take the tensors out of their arguments with the GIL held and call the operator
+// without it. Backward runs on autograd's threads and calls no Python.
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/extension.h>
+#include <torch/library.h>
 
 #include <sys/mman.h>
 
@@ -55,9 +59,37 @@ std::string shape_str(c10::IntArrayRef sizes) {
 
 std::string shape_str(const Tensor& t) { return shape_str(t.sizes()); }
 
-// "torch.float32", as Python prints a dtype.
+// "torch.float32", as Python prints a dtype; without Python, as the ops' checks run without the GIL
+// (and in TorchScript, without an interpreter).
 std::string dtype_str(ScalarType st) {
-  return py::str(reinterpret_cast<PyObject*>(torch::getTHPDtype(st))).cast<std::string>();
+  switch (st) {
+    case ScalarType::Float:
+      return "torch.float32";
+    case ScalarType::Double:
+      return "torch.float64";
+    case ScalarType::Half:
+      return "torch.float16";
+    case ScalarType::BFloat16:
+      return "torch.bfloat16";
+    case ScalarType::Byte:
+      return "torch.uint8";
+    case ScalarType::Char:
+      return "torch.int8";
+    case ScalarType::Short:
+      return "torch.int16";
+    case ScalarType::Int:
+      return "torch.int32";
+    case ScalarType::Long:
+      return "torch.int64";
+    case ScalarType::Bool:
+      return "torch.bool";
+    case ScalarType::ComplexFloat:
+      return "torch.complex64";
+    case ScalarType::ComplexDouble:
+      return "torch.complex128";
+    default:
+      return std::string("torch.") + c10::toString(st);
+  }
 }
 
 bool supported(ScalarType st) {
@@ -66,44 +98,79 @@ bool supported(ScalarType st) {
 
 bool narrow(ScalarType st) { return st == ScalarType::Half || st == ScalarType::BFloat16; }
 
-// obj as a CPU tensor of one of the four dtypes.
-Tensor tensor_arg(py::handle obj, const char* fn, const char* name) {
+// The ops' errors: c10::TypeError and c10::ValueError, which torch.ops raises in Python as TypeError
+// and ValueError, and this module's functions too (python_errors).
+struct ArgTypeError : c10::TypeError {
+  explicit ArgTypeError(const std::string& msg) : c10::TypeError(msg, "") {}
+};
+struct ArgValueError : c10::ValueError {
+  explicit ArgValueError(const std::string& msg) : c10::ValueError(msg, "") {}
+};
+
+// Calls f(), raising the ops' errors as Python's TypeError and ValueError.
+template <class F>
+decltype(auto) python_errors(F&& f) {
+  try {
+    return f();
+  } catch (const c10::TypeError& e) {
+    throw py::type_error(e.what_without_backtrace());
+  } catch (const c10::ValueError& e) {
+    throw py::value_error(e.what_without_backtrace());
+  }
+}
+
+// obj as a tensor (not checked further: the op does that).
+Tensor tensor_of(py::handle obj, const char* fn, const char* name) {
   if (!THPVariable_Check(obj.ptr())) {
     fail<py::type_error>(fn, name, " must be a torch.Tensor, got ",
                          py::type::of(obj).attr("__name__").cast<std::string>());
   }
-  const Tensor& t = THPVariable_Unpack(obj.ptr());
+  return THPVariable_Unpack(obj.ptr());
+}
+
+// An optional tensor argument: None, or a tensor.
+c10::optional<Tensor> optional_of(py::handle obj, const char* fn, const char* name) {
+  if (obj.is_none()) return c10::nullopt;
+  return tensor_of(obj, fn, name);
+}
+
+// A CPU tensor of one of the four dtypes.
+void check_tensor(const Tensor& t, const char* fn, const char* name) {
   if (!t.device().is_cpu()) {
-    fail<py::type_error>(fn, name, " is on device ", t.device().str(), "; only CPU tensors are supported");
+    fail<ArgTypeError>(fn, name, " is on device ", t.device().str(), "; only CPU tensors are supported");
   }
   if (!supported(t.scalar_type())) {
-    fail<py::type_error>(fn, name, " has dtype ", dtype_str(t.scalar_type()),
-                         "; expected float32, float64, float16 or bfloat16");
+    fail<ArgTypeError>(fn, name, " has dtype ", dtype_str(t.scalar_type()),
+                       "; expected float32, float64, float16 or bfloat16");
   }
-  return t;
 }
 
 // Data: shape (..., d) with d > 0.
-Tensor data_arg(py::handle obj, const char* fn, const char* name) {
-  Tensor t = tensor_arg(obj, fn, name);
+void check_data(const Tensor& t, const char* fn, const char* name) {
+  check_tensor(t, fn, name);
   if (t.dim() < 1 || t.size(-1) < 1) {
-    fail<py::value_error>(fn, name, " has shape ", shape_str(t), "; expected (..., d) with d > 0");
+    fail<ArgValueError>(fn, name, " has shape ", shape_str(t), "; expected (..., d) with d > 0");
   }
-  return t;
 }
 
-// An optional parameter (weight, bias): None (an undefined tensor) or shape (d,) and the data's dtype.
-Tensor param_arg(py::handle obj, const char* fn, const char* name, const Tensor& data) {
-  if (obj.is_none()) return {};
-  Tensor t = tensor_arg(obj, fn, name);
-  if (t.scalar_type() != data.scalar_type()) {
-    fail<py::type_error>(fn, name, " has dtype ", dtype_str(t.scalar_type()), "; expected ",
-                         dtype_str(data.scalar_type()));
+// An optional parameter (weight, bias): absent, or shape (d,) and the data's dtype.
+void check_param(const c10::optional<Tensor>& t, const char* fn, const char* name, const Tensor& data) {
+  if (!t || !t->defined()) return;
+  check_tensor(*t, fn, name);
+  if (t->scalar_type() != data.scalar_type()) {
+    fail<ArgTypeError>(fn, name, " has dtype ", dtype_str(t->scalar_type()), "; expected ",
+                       dtype_str(data.scalar_type()));
   }
-  if (t.dim() != 1 || t.size(0) != data.size(-1)) {
-    fail<py::value_error>(fn, name, " has shape ", shape_str(t), "; expected (", data.size(-1), ",)");
+  if (t->dim() != 1 || t->size(0) != data.size(-1)) {
+    fail<ArgValueError>(fn, name, " has shape ", shape_str(*t), "; expected (", data.size(-1), ",)");
   }
-  return t;
+}
+
+// The op addnorm::<name> (registered below), called through the dispatcher, so that the tracer
+// records it (torch.jit.trace).
+template <class Sig>
+c10::TypedOperatorHandle<Sig> op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
 }
 
 // The element type of a (supported) dtype.
@@ -151,8 +218,6 @@ std::span<T> out_span(const Tensor& t) {
 
 // An optional tensor argument of a Function: absent (nullopt) is not an autograd input.
 using OptTensor = c10::optional<Tensor>;
-
-OptTensor optional(const Tensor& t) { return t.defined() ? OptTensor(t) : c10::nullopt; }
 
 Tensor contiguous(const OptTensor& t) { return t && t->defined() ? t->contiguous() : Tensor(); }
 
@@ -277,13 +342,21 @@ struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
   }
 };
 
-Tensor layer_norm(py::handle x_in, py::handle weight_in, py::handle bias_in, double eps) {
+Tensor layer_norm_op(const Tensor& x, const OptTensor& weight, const OptTensor& bias, double eps) {
   const char* fn = "torch.layer_norm";
-  const Tensor x = data_arg(x_in, fn, "x");
-  const Tensor weight = param_arg(weight_in, fn, "weight", x);
-  const Tensor bias = param_arg(bias_in, fn, "bias", x);
+  check_data(x, fn, "x");
+  check_param(weight, fn, "weight", x);
+  check_param(bias, fn, "bias", x);
+  return LayerNormFn::apply(x, weight, bias, eps);
+}
+
+Tensor layer_norm(py::handle x, py::handle weight, py::handle bias, double eps) {
+  const char* fn = "torch.layer_norm";
+  static const auto call = op<decltype(layer_norm_op)>("addnorm::layer_norm");
+  const Tensor xt = tensor_of(x, fn, "x");
+  const OptTensor w = optional_of(weight, fn, "weight"), b = optional_of(bias, fn, "bias");
   py::gil_scoped_release nogil;
-  return LayerNormFn::apply(x, optional(weight), optional(bias), eps);
+  return python_errors([&] { return call.call(xt, w, b, eps); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -325,12 +398,20 @@ struct RMSNormFn : torch::autograd::Function<RMSNormFn> {
   }
 };
 
-Tensor rms_norm(py::handle x_in, py::handle weight_in, double eps) {
+Tensor rms_norm_op(const Tensor& x, const OptTensor& weight, double eps) {
   const char* fn = "torch.rms_norm";
-  const Tensor x = data_arg(x_in, fn, "x");
-  const Tensor weight = param_arg(weight_in, fn, "weight", x);
+  check_data(x, fn, "x");
+  check_param(weight, fn, "weight", x);
+  return RMSNormFn::apply(x, weight, eps);
+}
+
+Tensor rms_norm(py::handle x, py::handle weight, double eps) {
+  const char* fn = "torch.rms_norm";
+  static const auto call = op<decltype(rms_norm_op)>("addnorm::rms_norm");
+  const Tensor xt = tensor_of(x, fn, "x");
+  const OptTensor w = optional_of(weight, fn, "weight");
   py::gil_scoped_release nogil;
-  return RMSNormFn::apply(x, optional(weight), eps);
+  return python_errors([&] { return call.call(xt, w, eps); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -400,32 +481,45 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
   }
 };
 
-std::tuple<Tensor, Tensor> add_norm(py::handle h_in, py::handle f_in, py::handle weight_in, py::handle bias_in,
-                                    const std::string& kind, double eps, double alpha, double p, uint64_t seed,
-                                    uint64_t offset) {
+// The seed and offset travel through the op as int64 (the schema's int): their bits.
+std::tuple<Tensor, Tensor> add_norm_op(const Tensor& h, const Tensor& f, const OptTensor& weight, const OptTensor& bias,
+                                       c10::string_view kind, double eps, double alpha, double p, int64_t seed,
+                                       int64_t offset) {
   const char* fn = "torch.add_norm";
-  const Tensor h = data_arg(h_in, fn, "h");
-  const Tensor f = data_arg(f_in, fn, "f");
-  const Tensor weight = param_arg(weight_in, fn, "weight", f);
-  const Tensor bias = param_arg(bias_in, fn, "bias", f);
+  check_data(h, fn, "h");
+  check_data(f, fn, "f");
+  check_param(weight, fn, "weight", f);
+  check_param(bias, fn, "bias", f);
   if (h.sizes() != f.sizes()) {
-    fail<py::value_error>(fn, "h has shape ", shape_str(h), " but f has shape ", shape_str(f));
+    fail<ArgValueError>(fn, "h has shape ", shape_str(h), " but f has shape ", shape_str(f));
   }
   if (h.scalar_type() != f.scalar_type() && !(h.scalar_type() == ScalarType::Float && narrow(f.scalar_type()))) {
-    fail<py::type_error>(fn, "h has dtype ", dtype_str(h.scalar_type()), " and f ", dtype_str(f.scalar_type()),
-                         "; expected the same dtype, or h float32 with f float16/bfloat16");
+    fail<ArgTypeError>(fn, "h has dtype ", dtype_str(h.scalar_type()), " and f ", dtype_str(f.scalar_type()),
+                       "; expected the same dtype, or h float32 with f float16/bfloat16");
   }
-  if (kind != "layer" && kind != "rms") fail<py::value_error>(fn, "kind must be 'layer' or 'rms', got '", kind, "'");
-  if (kind == "rms" && bias.defined()) fail<py::value_error>(fn, "kind='rms' takes no bias");
-  if (!(p >= 0.0 && p <= 1.0)) fail<py::value_error>(fn, "dropout p must be in [0, 1], got ", p);
+  if (kind != "layer" && kind != "rms") fail<ArgValueError>(fn, "kind must be 'layer' or 'rms', got '", kind, "'");
+  if (kind == "rms" && bias && bias->defined()) fail<ArgValueError>(fn, "kind='rms' takes no bias");
+  if (!(p >= 0.0 && p <= 1.0)) fail<ArgValueError>(fn, "dropout p must be in [0, 1], got ", p);
   AddNormOptions options;
   options.kind = kind == "layer" ? NormKind::layer : NormKind::rms;
   options.eps = eps;
   options.alpha = alpha;
-  options.dropout = DropoutSpec{p, seed, offset};
-  py::gil_scoped_release nogil;
-  const variable_list out = AddNormFn::apply(h, f, optional(weight), optional(bias), options);
+  options.dropout = DropoutSpec{p, std::bit_cast<uint64_t>(seed), std::bit_cast<uint64_t>(offset)};
+  const variable_list out = AddNormFn::apply(h, f, weight, bias, options);
   return {out[0], out[1]};
+}
+
+std::tuple<Tensor, Tensor> add_norm(py::handle h, py::handle f, py::handle weight, py::handle bias,
+                                    const std::string& kind, double eps, double alpha, double p, uint64_t seed,
+                                    uint64_t offset) {
+  const char* fn = "torch.add_norm";
+  static const auto call = op<decltype(add_norm_op)>("addnorm::add_norm");
+  const Tensor ht = tensor_of(h, fn, "h"), ft = tensor_of(f, fn, "f");
+  const OptTensor w = optional_of(weight, fn, "weight"), b = optional_of(bias, fn, "bias");
+  py::gil_scoped_release nogil;
+  return python_errors([&] {
+    return call.call(ht, ft, w, b, kind, eps, alpha, p, std::bit_cast<int64_t>(seed), std::bit_cast<int64_t>(offset));
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -470,21 +564,28 @@ struct ReZeroFn : torch::autograd::Function<ReZeroFn> {
   }
 };
 
-Tensor rezero(py::handle h_in, py::handle f_in, py::handle a_in, double p, uint64_t seed, uint64_t offset) {
+Tensor rezero_op(const Tensor& h, const Tensor& f, const Tensor& a, double p, int64_t seed, int64_t offset) {
   const char* fn = "torch.rezero";
-  const Tensor h = data_arg(h_in, fn, "h");
-  const Tensor f = data_arg(f_in, fn, "f");
+  check_data(h, fn, "h");
+  check_data(f, fn, "f");
   if (h.scalar_type() != f.scalar_type()) {
-    fail<py::type_error>(fn, "h has dtype ", dtype_str(h.scalar_type()), " and f ", dtype_str(f.scalar_type()),
-                         "; expected the same dtype");
+    fail<ArgTypeError>(fn, "h has dtype ", dtype_str(h.scalar_type()), " and f ", dtype_str(f.scalar_type()),
+                       "; expected the same dtype");
   }
-  if (h.sizes() != f.sizes())
-    fail<py::value_error>(fn, "h has shape ", shape_str(h), " but f has shape ", shape_str(f));
-  const Tensor a = tensor_arg(a_in, fn, "a");
-  if (a.numel() != 1) fail<py::value_error>(fn, "a has shape ", shape_str(a), "; expected one element");
-  if (!(p >= 0.0 && p <= 1.0)) fail<py::value_error>(fn, "dropout p must be in [0, 1], got ", p);
+  if (h.sizes() != f.sizes()) fail<ArgValueError>(fn, "h has shape ", shape_str(h), " but f has shape ", shape_str(f));
+  check_tensor(a, fn, "a");
+  if (a.numel() != 1) fail<ArgValueError>(fn, "a has shape ", shape_str(a), "; expected one element");
+  if (!(p >= 0.0 && p <= 1.0)) fail<ArgValueError>(fn, "dropout p must be in [0, 1], got ", p);
+  return ReZeroFn::apply(h, f, a, DropoutSpec{p, std::bit_cast<uint64_t>(seed), std::bit_cast<uint64_t>(offset)});
+}
+
+Tensor rezero(py::handle h, py::handle f, py::handle a, double p, uint64_t seed, uint64_t offset) {
+  const char* fn = "torch.rezero";
+  static const auto call = op<decltype(rezero_op)>("addnorm::rezero");
+  const Tensor ht = tensor_of(h, fn, "h"), ft = tensor_of(f, fn, "f"), at_ = tensor_of(a, fn, "a");
   py::gil_scoped_release nogil;
-  return ReZeroFn::apply(h, f, a, DropoutSpec{p, seed, offset});
+  return python_errors(
+      [&] { return call.call(ht, ft, at_, p, std::bit_cast<int64_t>(seed), std::bit_cast<int64_t>(offset)); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -574,57 +675,96 @@ struct BatchNormFn : torch::autograd::Function<BatchNormFn> {
   }
 };
 
-// A running statistic: None, or a contiguous (d,) tensor of the statistics' dtype, not requiring
+// A running statistic: absent, or a contiguous (d,) tensor of the statistics' dtype, not requiring
 // grad (the kernel updates it in place).
-Tensor running_arg(py::handle obj, const char* fn, const char* name, const Tensor& x) {
-  if (obj.is_none()) return {};
-  Tensor t = tensor_arg(obj, fn, name);
+Tensor running_stat(const OptTensor& t, const char* fn, const char* name, const Tensor& x) {
+  if (!t || !t->defined()) return {};
+  check_tensor(*t, fn, name);
   const ScalarType st = stat_type(x.scalar_type());
-  if (t.scalar_type() != st) {
-    fail<py::type_error>(fn, name, " has dtype ", dtype_str(t.scalar_type()), "; expected ", dtype_str(st));
+  if (t->scalar_type() != st) {
+    fail<ArgTypeError>(fn, name, " has dtype ", dtype_str(t->scalar_type()), "; expected ", dtype_str(st));
   }
-  if (t.dim() != 1 || t.size(0) != x.size(-1)) {
-    fail<py::value_error>(fn, name, " has shape ", shape_str(t), "; expected (", x.size(-1), ",)");
+  if (t->dim() != 1 || t->size(0) != x.size(-1)) {
+    fail<ArgValueError>(fn, name, " has shape ", shape_str(*t), "; expected (", x.size(-1), ",)");
   }
-  if (!t.is_contiguous() || t.requires_grad()) {
-    fail<py::value_error>(fn, name, " must be contiguous and not require grad (it is updated in place)");
+  if (!t->is_contiguous() || t->requires_grad()) {
+    fail<ArgValueError>(fn, name, " must be contiguous and not require grad (it is updated in place)");
   }
-  return t;
+  return *t;
 }
 
-Tensor batch_norm(py::handle x_in, py::handle running_mean_in, py::handle running_var_in, py::handle weight_in,
-                  py::handle bias_in, bool training, double momentum, double eps, py::handle mask_in) {
+Tensor batch_norm_op(const Tensor& x, const OptTensor& running_mean, const OptTensor& running_var,
+                     const OptTensor& weight, const OptTensor& bias, bool training, double momentum, double eps,
+                     const OptTensor& mask) {
   const char* fn = "torch.batch_norm";
-  const Tensor x = data_arg(x_in, fn, "x");
-  const Tensor weight = param_arg(weight_in, fn, "weight", x);
-  const Tensor bias = param_arg(bias_in, fn, "bias", x);
+  check_data(x, fn, "x");
+  check_param(weight, fn, "weight", x);
+  check_param(bias, fn, "bias", x);
   BatchNormArgs args;
-  args.running_mean = running_arg(running_mean_in, fn, "running_mean", x);
-  args.running_var = running_arg(running_var_in, fn, "running_var", x);
+  args.running_mean = running_stat(running_mean, fn, "running_mean", x);
+  args.running_var = running_stat(running_var, fn, "running_var", x);
   if (!training && (!args.running_mean.defined() || !args.running_var.defined())) {
-    fail<py::value_error>(fn, "inference (training=False) needs running_mean and running_var");
+    fail<ArgValueError>(fn, "inference (training=False) needs running_mean and running_var");
   }
-  if (!mask_in.is_none()) {
-    if (!THPVariable_Check(mask_in.ptr())) fail<py::type_error>(fn, "mask must be a bool or uint8 tensor");
-    args.mask = THPVariable_Unpack(mask_in.ptr());
+  if (mask && mask->defined()) {
+    args.mask = *mask;
     const ScalarType st = args.mask.scalar_type();
     if ((st != ScalarType::Bool && st != ScalarType::Byte) || !args.mask.device().is_cpu()) {
-      fail<py::type_error>(fn, "mask must be a bool or uint8 tensor");
+      fail<ArgTypeError>(fn, "mask must be a bool or uint8 tensor");
     }
     if (args.mask.sizes() != x.sizes().slice(0, static_cast<size_t>(x.dim() - 1))) {
-      fail<py::value_error>(fn, "mask has shape ", shape_str(args.mask), "; expected ", shape_str(x.sum(-1)));
+      fail<ArgValueError>(fn, "mask has shape ", shape_str(args.mask), "; expected ",
+                          shape_str(x.sizes().slice(0, static_cast<size_t>(x.dim() - 1))));
     }
   }
   args.options.training = training;
   args.options.momentum = momentum;
   args.options.eps = eps;
+  return BatchNormFn::apply(x, weight, bias, args);
+}
+
+Tensor batch_norm(py::handle x, py::handle running_mean, py::handle running_var, py::handle weight, py::handle bias,
+                  bool training, double momentum, double eps, py::handle mask) {
+  const char* fn = "torch.batch_norm";
+  static const auto call = op<decltype(batch_norm_op)>("addnorm::batch_norm");
+  const Tensor xt = tensor_of(x, fn, "x");
+  const OptTensor rm = optional_of(running_mean, fn, "running_mean"), rv = optional_of(running_var, fn, "running_var");
+  const OptTensor w = optional_of(weight, fn, "weight"), b = optional_of(bias, fn, "bias");
+  if (!mask.is_none() && !THPVariable_Check(mask.ptr()))
+    fail<py::type_error>(fn, "mask must be a bool or uint8 tensor");
+  const OptTensor mt = optional_of(mask, fn, "mask");
   py::gil_scoped_release nogil;
-  return BatchNormFn::apply(x, optional(weight), optional(bias), args);
+  return python_errors([&] { return call.call(xt, rm, rv, w, b, training, momentum, eps, mt); });
 }
 
 }  // namespace
 
 }  // namespace addnorm::torch_ops
+
+// The functions as operators of the dispatcher (torch.ops.addnorm.*), so that torch.jit.trace
+// records them (a Function called past the dispatcher would leave only its output's aten::empty in
+// the trace) and TorchScript can call them. Each is CompositeImplicitAutograd: its autograd is the
+// Function inside.
+TORCH_LIBRARY(addnorm, m) {
+  m.def("layer_norm(Tensor x, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor");
+  m.def("rms_norm(Tensor x, Tensor? weight=None, float eps=1e-05) -> Tensor");
+  m.def(
+      "add_norm(Tensor h, Tensor f, Tensor? weight=None, Tensor? bias=None, str kind=\"layer\", float eps=1e-05, "
+      "float alpha=1.0, float p=0.0, int seed=0, int offset=0) -> (Tensor, Tensor)");
+  m.def("rezero(Tensor h, Tensor f, Tensor a, float p=0.0, int seed=0, int offset=0) -> Tensor");
+  m.def(
+      "batch_norm(Tensor x, Tensor(a!)? running_mean=None, Tensor(b!)? running_var=None, Tensor? weight=None, "
+      "Tensor? bias=None, bool training=True, float momentum=0.1, float eps=1e-05, Tensor? mask=None) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(addnorm, CompositeImplicitAutograd, m) {
+  using namespace addnorm::torch_ops;
+  m.impl("layer_norm", &layer_norm_op);
+  m.impl("rms_norm", &rms_norm_op);
+  m.impl("add_norm", &add_norm_op);
+  m.impl("rezero", &rezero_op);
+  m.impl("batch_norm", &batch_norm_op);
+}
 
 PYBIND11_MODULE(_torch_ops, m) {
   namespace py = pybind11;

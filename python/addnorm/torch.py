@@ -36,8 +36,14 @@ kernels, checks and results, but the Python ones cost about 25 us more per forwa
 ``backend`` says which run (``"cpp"`` when the C++ module is there); ``set_backend("python")`` or
 the environment variable ``ADDNORM_TORCH_BACKEND=python`` (read at import) picks the Python ones,
 ``ADDNORM_TORCH_BACKEND=cpp`` makes the import fail without the C++ module.
+
+TorchScript: the C++ module registers the functions as operators, ``torch.ops.addnorm.layer_norm``,
+``rms_norm``, ``add_norm``, ``rezero`` and ``batch_norm`` (the same arguments and checks; seeds and
+offsets are int64 there). ``torch.jit.trace`` records them, and ``torch.jit.script`` compiles the
+modules, which call them when scripted. The Python backend cannot be traced: it raises.
 """
 import os
+from typing import Optional
 
 import numpy as np
 import torch
@@ -276,6 +282,14 @@ class _BatchNormFunction(torch.autograd.Function):
         return (dx if need_x else None, dw if need_w else None, db if need_b else None) + (None,) * 6
 
 
+def _no_trace(fn):
+    """The Python backend cannot be traced (its kernels run on NumPy arrays, which a trace records as
+    constants): torch.jit.trace raises instead of recording a wrong graph."""
+    if torch.jit.is_tracing():
+        raise RuntimeError(f"[addnorm.torch.{fn}] torch.jit.trace needs the C++ backend (addnorm._torch_ops, "
+                           f"set_backend('cpp')); the Python backend ({backend!r} now) cannot be traced")
+
+
 def _needs_grad(*tensors):
     """Whether autograd will want a backward: without one, the kernels are called directly, past
     the autograd Function (1 x 512 under torch.no_grad(): 8.4 us a call against about 11)."""
@@ -286,6 +300,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     """LayerNorm over the last dimension of x (``F.layer_norm(x, (d,), weight, bias, eps)``)."""
     if _ops is not None:
         return _ops.layer_norm(x, weight, bias, eps)
+    _no_trace("layer_norm")
     _check_args("layer_norm", x, weight=weight, bias=bias)
     if not _needs_grad(x, weight, bias):
         return _tensor(_C.layer_norm_forward(_np(x), _np(weight), _np(bias), eps=float(eps))[0], x.dtype)
@@ -296,6 +311,7 @@ def rms_norm(x, weight=None, eps=1e-5):
     """RMSNorm over the last dimension: ``x / sqrt(mean(x**2, -1) + eps) * weight``."""
     if _ops is not None:
         return _ops.rms_norm(x, weight, eps)
+    _no_trace("rms_norm")
     _check_args("rms_norm", x, weight=weight)
     if not _needs_grad(x, weight):
         return _tensor(_C.rms_norm_forward(_np(x), _np(weight), eps=float(eps))[0], x.dtype)
@@ -313,6 +329,7 @@ def add_norm(h, f, weight=None, bias=None, kind="layer", eps=1e-5, alpha=1.0, p=
     """
     if _ops is not None:
         return _ops.add_norm(h, f, weight, bias, kind, eps, alpha, p, seed, offset)
+    _no_trace("add_norm")
     fn = "add_norm"
     _check_args(fn, h, "h")
     _check_args(fn, f, "f", weight=weight, bias=bias)
@@ -344,6 +361,7 @@ def rezero(h, f, a, p=0.0, seed=0, offset=0):
     """
     if _ops is not None:
         return _ops.rezero(h, f, a, p, seed, offset)
+    _no_trace("rezero")
     fn = "rezero"
     _check_args(fn, h, "h")
     _check_args(fn, f, "f")
@@ -376,6 +394,7 @@ def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, t
     """
     if _ops is not None:
         return _ops.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps, mask)
+    _no_trace("batch_norm")
     fn = "batch_norm"
     _check_args(fn, x, weight=weight, bias=bias)
     stat = torch.float64 if x.dtype == torch.float64 else torch.float32
@@ -422,7 +441,7 @@ class LayerNorm(torch.nn.Module):
         super().__init__()
         d = _dim("LayerNorm", d)
         self.normalized_shape = (d,)
-        self.eps = eps
+        self.eps = float(eps)
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
             self.weight = torch.nn.Parameter(torch.empty(d, device=device, dtype=dtype))
@@ -438,6 +457,12 @@ class LayerNorm(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, x):
+        if torch.jit.is_scripting():  # TorchScript: the C++ backend's operator (torch.ops.addnorm)
+            return torch.ops.addnorm.layer_norm(x, self.weight, self.bias, self.eps)
+        return self._eager(x)
+
+    @torch.jit.unused
+    def _eager(self, x):
         return layer_norm(x, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
@@ -455,7 +480,7 @@ class RMSNorm(torch.nn.Module):
         super().__init__()
         d = _dim("RMSNorm", d)
         self.normalized_shape = (d,)
-        self.eps = eps
+        self.eps = float(eps)
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
             self.weight = torch.nn.Parameter(torch.empty(d, device=device, dtype=dtype))
@@ -468,6 +493,12 @@ class RMSNorm(torch.nn.Module):
             torch.nn.init.ones_(self.weight)
 
     def forward(self, x):
+        if torch.jit.is_scripting():
+            return torch.ops.addnorm.rms_norm(x, self.weight, self.eps)
+        return self._eager(x)
+
+    @torch.jit.unused
+    def _eager(self, x):
         return rms_norm(x, self.weight, self.eps)
 
     def extra_repr(self):
@@ -488,8 +519,15 @@ class ReZero(torch.nn.Module):
         self.p = float(p)
         self.a = torch.nn.Parameter(torch.zeros((), device=device, dtype=dtype))
 
-    def forward(self, h, f, seed=0, offset=0):
-        return rezero(h, f, self.a, self.p if self.training else 0.0, seed, offset)
+    def forward(self, h, f, seed: int = 0, offset: int = 0):
+        p = self.p if self.training else 0.0
+        if torch.jit.is_scripting():
+            return torch.ops.addnorm.rezero(h, f, self.a, p, seed, offset)
+        return self._eager(h, f, p, seed, offset)
+
+    @torch.jit.unused
+    def _eager(self, h, f, p: float, seed: int, offset: int):
+        return rezero(h, f, self.a, p, seed, offset)
 
     def extra_repr(self):
         return f"p={self.p}"
@@ -510,7 +548,7 @@ class BatchNorm(torch.nn.Module):
     def __init__(self, d, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None):
         super().__init__()
         d = _dim("BatchNorm", d)
-        self.num_features, self.eps, self.momentum = d, eps, momentum
+        self.num_features, self.eps, self.momentum = d, float(eps), None if momentum is None else float(momentum)
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
             self.weight = torch.nn.Parameter(torch.ones(d, device=device, dtype=dtype))
@@ -540,9 +578,9 @@ class BatchNorm(torch.nn.Module):
             torch.nn.init.ones_(self.weight)
             torch.nn.init.zeros_(self.bias)
 
-    def forward(self, x, mask=None):
+    def forward(self, x, mask: Optional[torch.Tensor] = None):
         factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats:
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average
                 factor = 1.0 / float(self.num_batches_tracked)
@@ -553,8 +591,15 @@ class BatchNorm(torch.nn.Module):
                 self.running_var = self.running_var.to(stat)
         training = self.training or self.running_mean is None
         track = not self.training or self.track_running_stats
-        return batch_norm(x, self.running_mean if track else None, self.running_var if track else None, self.weight,
-                          self.bias, training, factor, self.eps, mask)
+        rm, rv = (self.running_mean, self.running_var) if track else (None, None)
+        if torch.jit.is_scripting():
+            return torch.ops.addnorm.batch_norm(x, rm, rv, self.weight, self.bias, training, factor, self.eps, mask)
+        return self._eager(x, rm, rv, training, factor, mask)
+
+    @torch.jit.unused
+    def _eager(self, x, rm: Optional[torch.Tensor], rv: Optional[torch.Tensor], training: bool, factor: float,
+               mask: Optional[torch.Tensor]):
+        return batch_norm(x, rm, rv, self.weight, self.bias, training, factor, self.eps, mask)
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
@@ -577,15 +622,23 @@ class AddNorm(torch.nn.Module):
             raise ValueError(f"[addnorm.torch.AddNorm] kind must be 'layer' or 'rms', got {kind!r}")
         if not 0.0 <= float(p) <= 1.0:
             raise ValueError(f"[addnorm.torch.AddNorm] dropout p must be in [0, 1], got {p}")
-        self.normalized_shape, self.kind, self.eps, self.alpha, self.p = (d,), kind, eps, float(alpha), float(p)
+        self.normalized_shape, self.kind, self.eps, self.alpha, self.p = (d,), kind, float(eps), float(alpha), float(p)
         self.elementwise_affine = elementwise_affine
         ones, zeros = torch.ones(d, device=device, dtype=dtype), torch.zeros(d, device=device, dtype=dtype)
         self.register_parameter("weight", torch.nn.Parameter(ones) if elementwise_affine else None)
         self.register_parameter("bias", torch.nn.Parameter(zeros) if elementwise_affine and kind == "layer" else None)
 
-    def forward(self, h, f, seed=0, offset=0):
-        return add_norm(h, f, self.weight, self.bias, kind=self.kind, eps=self.eps, alpha=self.alpha,
-                        p=self.p if self.training else 0.0, seed=seed, offset=offset)
+    def forward(self, h, f, seed: int = 0, offset: int = 0):
+        p = self.p if self.training else 0.0
+        if torch.jit.is_scripting():
+            return torch.ops.addnorm.add_norm(h, f, self.weight, self.bias, self.kind, self.eps, self.alpha, p, seed,
+                                              offset)
+        return self._eager(h, f, p, seed, offset)
+
+    @torch.jit.unused
+    def _eager(self, h, f, p: float, seed: int, offset: int):
+        return add_norm(h, f, self.weight, self.bias, kind=self.kind, eps=self.eps, alpha=self.alpha, p=p, seed=seed,
+                        offset=offset)
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, kind={self.kind!r}, eps={self.eps}, alpha={self.alpha}, p={self.p}, "

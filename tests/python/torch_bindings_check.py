@@ -50,9 +50,17 @@ and the Python Functions, "python"). Then:
               not requiring grad), rezero and batch_norm (training and eval, masked) in float32,
               float64, float16 and bfloat16; the same functions under create_graph (first and
               second order); set_backend's errors.
+  jit         (C++ backend) every module traced (torch.jit.trace) and scripted (torch.jit.script),
+              saved and loaded: the same bits as eager in outputs, gradients and running
+              statistics over 3 BatchNorm steps and in eval mode; the trace records the addnorm
+              operator, not its output's allocation; seed and offset reach the scripted ops; a
+              bf16 trace; a scripted function calling torch.ops.addnorm; the operators' own errors
+              (TypeError/ValueError naming the function); tracing the Python backend raises.
 With ADDNORM_TORCH_BACKEND=cpp in the environment (ctest sets it when the C++ module was built),
 importing addnorm.torch fails unless the C++ module loads.
 """
+import copy
+import io
 import sys
 import time
 import traceback
@@ -748,6 +756,98 @@ def g_errors(g):
         raises(g, "layer_norm cuda", (TypeError, ValueError), "layer_norm", lambda: at.layer_norm(x.cuda()))
 
 
+# ---------------------------------------------------------------------------------------------
+def g_jit(g):
+    """torch.jit.trace and torch.jit.script of the modules (the C++ backend's operators,
+    torch.ops.addnorm.*): the same bits as eager in outputs and gradients, after a save and load;
+    the operators' own argument checks."""
+    def roundtrip(m):
+        buf = io.BytesIO()
+        torch.jit.save(m, buf)
+        buf.seek(0)
+        return torch.jit.load(buf)
+
+    def run(m, args, dys):
+        ins = [leaf(a) for a in args]
+        outs = m(*ins)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        torch.autograd.backward(list(outs), list(dys))
+        return [o.detach() for o in outs] + [t.grad for t in ins] + [p.grad for p in m.parameters()]
+
+    at.set_backend("python")
+    raises(g, "trace on the python backend", RuntimeError, "addnorm.torch.layer_norm",
+           lambda: torch.jit.trace(at.LayerNorm(4), (torch.randn(2, 4),)))
+    at.set_backend("cpp")
+
+    shape, d = (6, 16), 16
+    x, f = randn(shape, 500, scale=2.0, shift=0.5), randn(shape, 501)
+    dy, ds = randn(shape, 502), randn(shape, 503)
+    cases = [("LayerNorm", at.LayerNorm(d), (x,), (dy,)),
+             ("RMSNorm", at.RMSNorm(d), (x,), (dy,)),
+             ("AddNorm layer", at.AddNorm(d, p=0.2, alpha=0.9), (x, f), (ds, dy)),
+             ("AddNorm rms", at.AddNorm(d, kind="rms", p=0.2), (x, f), (ds, dy)),
+             ("ReZero", at.ReZero(p=0.2), (x, f), (ds,)),
+             ("BatchNorm", at.BatchNorm(d), (x,), (dy,)),
+             ("BatchNorm momentum None", at.BatchNorm(d, momentum=None), (x,), (dy,)),
+             ("BatchNorm no stats, no affine", at.BatchNorm(d, affine=False, track_running_stats=False), (x,), (dy,))]
+    for name, m, args, dys in cases:
+        with torch.no_grad():
+            for p in m.parameters():
+                p.add_(randn(p.shape, 504, scale=0.1))
+        # A trace keeps the mode it was traced in and, as PyTorch's BatchNorm1d, a cumulative
+        # momentum's factor as a constant: momentum None is scripted only, and eval mode too.
+        jits = [("script", roundtrip(torch.jit.script(copy.deepcopy(m))))]
+        if name != "BatchNorm momentum None":
+            traced = torch.jit.trace(copy.deepcopy(m), args)
+            graph = str(traced.graph)
+            g.check("addnorm::" in graph and "aten::empty" not in graph,
+                    f"{name}: the trace does not record the addnorm operator: {graph}")
+            jits.append(("trace", roundtrip(traced)))
+        for how, jm in jits:
+            ref = copy.deepcopy(m)
+            for step in range(3 if name.startswith("BatchNorm") else 1):
+                for mod in (ref, jm):
+                    mod.zero_grad()
+                a, b = run(ref, args, dys), run(jm, args, dys)
+                same = len(a) == len(b) and all((u is None and v is None) or (u is not None and v is not None and
+                                                                             torch.equal(u, v)) for u, v in zip(a, b))
+                g.check(same, f"{name} {how} step {step}: outputs or gradients differ from eager")
+            if name.startswith("BatchNorm") and how == "script":
+                ref.eval()
+                jm.eval()
+                g.check(torch.equal(ref(x), jm(x)), f"{name} {how}: eval-mode output differs from eager")
+                if ref.running_mean is not None:
+                    g.check(torch.equal(ref.running_mean, jm.running_mean) and
+                            torch.equal(ref.running_var, jm.running_var), f"{name} {how}: running statistics differ")
+            if name.startswith(("AddNorm", "ReZero")) and how == "script":
+                a, b = ref(x, f, 7, 3), jm(x, f, 7, 3)
+                a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
+                g.check(all(torch.equal(u, v) for u, v in zip(a, b)), f"{name} script: seed and offset not passed on")
+    ln = at.LayerNorm(d).to(torch.bfloat16)
+    xb = x.to(torch.bfloat16)
+    g.check(torch.equal(torch.jit.trace(ln, (xb,))(xb), ln(xb)), "bf16 LayerNorm: the trace differs from eager")
+
+    @torch.jit.script
+    def scripted(x: torch.Tensor, w: torch.Tensor):
+        return torch.ops.addnorm.layer_norm(x, w, None, 1e-5) + torch.ops.addnorm.rms_norm(x, w, 1e-5)
+    w = randn((d,), 505)
+    g.check(torch.equal(scripted(x, w), at.layer_norm(x, w) + at.rms_norm(x, w)), "a scripted function differs")
+
+    ops = torch.ops.addnorm
+    for what, exc, fn, call in [
+            ("int x", TypeError, "layer_norm", lambda: ops.layer_norm(torch.ones(2, 3, dtype=torch.int32))),
+            ("weight shape", ValueError, "layer_norm", lambda: ops.layer_norm(x, torch.ones(3))),
+            ("weight dtype", TypeError, "rms_norm", lambda: ops.rms_norm(x, torch.ones(d, dtype=torch.float64))),
+            ("kind", ValueError, "add_norm", lambda: ops.add_norm(x, f, kind="batch")),
+            ("shapes", ValueError, "add_norm", lambda: ops.add_norm(x, f[:3])),
+            ("a", ValueError, "rezero", lambda: ops.rezero(x, f, torch.ones(2))),
+            ("eval without statistics", ValueError, "batch_norm", lambda: ops.batch_norm(x, training=False)),
+            ("mask shape", ValueError, "batch_norm", lambda: ops.batch_norm(x, mask=torch.ones(5, dtype=torch.bool))),
+            ("running dtype", TypeError, "batch_norm",
+             lambda: ops.batch_norm(x, torch.zeros(d, dtype=torch.float64), torch.ones(d, dtype=torch.float64)))]:
+        raises(g, f"torch.ops.addnorm.{fn} {what}", exc, f"addnorm.torch.{fn}", call)
+
+
 def g_backends(g):
     """cpp and python backends: same bits for outputs and gradients."""
     def run(backend, fn, inputs, grad_mask, out_grads):
@@ -864,6 +964,7 @@ for backend in backends:
         Group(f"{backend} {name}" if len(backends) > 1 else name).run(body)
 if "cpp" in backends:
     Group("backends").run(g_backends)
+    Group("jit").run(g_jit)
 else:
     print("(addnorm.torch has no C++ backend in this build: the backends' agreement was not checked)")
 
