@@ -221,6 +221,13 @@ using OptTensor = c10::optional<Tensor>;
 
 Tensor contiguous(const OptTensor& t) { return t && t->defined() ? t->contiguous() : Tensor(); }
 
+// The tensor an optional argument holds, as given (undefined when absent). Backward must be given
+// the inputs themselves, not contiguous copies made in forward (made without autograd, they would
+// cut a double backward's path to the input), and makes its own contiguous copies for the kernels.
+Tensor given(const OptTensor& t) { return t ? *t : Tensor(); }
+
+Tensor dense(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
+
 // Large outputs are allocated as NumPy allocates its arrays: aligned as torch's own allocator
 // aligns (64 bytes), and from 4 MiB on advised onto transparent huge pages. torch's CPU allocator
 // (1.13) gives no such advice, and where the kernel's setting is "madvise" (Debian's default) a new
@@ -308,7 +315,7 @@ struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
       layer_norm_forward<T>(out_view<T>(y), out_span<stat_t<T>>(mean), out_span<stat_t<T>>(rstd), in_view<T>(x),
                             in_span<T>(weight), in_span<T>(bias), eps);
     });
-    ctx->save_for_backward({x, weight, mean, rstd});
+    ctx->save_for_backward({x_in, given(weight_in), mean, rstd});
     ctx->saved_data["bias"] = bias.defined();
     ctx->saved_data["eps"] = eps;
     return y;
@@ -316,18 +323,18 @@ struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const Tensor &x = saved[0], &weight = saved[1], &mean = saved[2], &rstd = saved[3];
+    const Tensor &mean = saved[2], &rstd = saved[3];
     const bool need_x = ctx->needs_input_grad(0);
-    const bool need_w = needs_grad(ctx, 1, weight.defined());
-    const bool need_b = needs_grad(ctx, 1 + weight.defined(), ctx->saved_data["bias"].toBool());
+    const bool need_w = needs_grad(ctx, 1, saved[1].defined());
+    const bool need_b = needs_grad(ctx, 1 + saved[1].defined(), ctx->saved_data["bias"].toBool());
     if (!need_x && !need_w && !need_b) return {Tensor(), Tensor(), Tensor(), Tensor()};
     if (recorded()) {
-      grad2::Grads g =
-          grad2::layer_norm(grads[0], x, weight, ctx->saved_data["eps"].toDouble(), need_x, need_w, need_b, true);
+      grad2::Grads g = grad2::layer_norm(grads[0], saved[0], saved[1], ctx->saved_data["eps"].toDouble(), need_x,
+                                         need_w, need_b, true);
       g.emplace_back();
       return g;
     }
-    const Tensor dy = grads[0].contiguous();
+    const Tensor x = saved[0].contiguous(), weight = dense(saved[1]), dy = grads[0].contiguous();
     // The kernel computes dgamma (given gamma) and dbeta together; the one not asked for is dropped.
     const bool params = need_w || need_b;
     const Tensor dx = new_output(x);
@@ -370,23 +377,23 @@ struct RMSNormFn : torch::autograd::Function<RMSNormFn> {
       using T = typename decltype(tag)::type;
       rms_norm_forward<T>(out_view<T>(y), out_span<stat_t<T>>(rstd), in_view<T>(x), in_span<T>(weight), eps);
     });
-    ctx->save_for_backward({x, weight, rstd});
+    ctx->save_for_backward({x_in, given(weight_in), rstd});
     ctx->saved_data["eps"] = eps;
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const Tensor &x = saved[0], &weight = saved[1], &rstd = saved[2];
+    const Tensor& rstd = saved[2];
     const bool need_x = ctx->needs_input_grad(0);
-    const bool need_w = needs_grad(ctx, 1, weight.defined());
+    const bool need_w = needs_grad(ctx, 1, saved[1].defined());
     if (!need_x && !need_w) return {Tensor(), Tensor(), Tensor()};
     if (recorded()) {
-      const grad2::Grads g =
-          grad2::layer_norm(grads[0], x, weight, ctx->saved_data["eps"].toDouble(), need_x, need_w, false, false);
+      const grad2::Grads g = grad2::layer_norm(grads[0], saved[0], saved[1], ctx->saved_data["eps"].toDouble(), need_x,
+                                               need_w, false, false);
       return {g[0], g[1], Tensor()};
     }
-    const Tensor dy = grads[0].contiguous();
+    const Tensor x = saved[0].contiguous(), weight = dense(saved[1]), dy = grads[0].contiguous();
     const Tensor dx = new_output(x);
     const Tensor dw = new_param_grad(need_w, x);
     visit(dt_of(x.scalar_type()), [&](auto tag) {
@@ -431,7 +438,7 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
       add_norm_forward<T, R>(out_view<R>(s), out_view<T>(y), out_span<stat_t<T>>(mean), out_span<stat_t<T>>(rstd),
                              in_view<R>(h), in_view<T>(f), in_span<T>(weight), in_span<T>(bias), options);
     });
-    ctx->save_for_backward({s, weight, mean, rstd});
+    ctx->save_for_backward({s, given(weight_in), mean, rstd});
     ctx->saved_data["bias"] = bias.defined();
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["alpha"] = options.alpha;
@@ -444,10 +451,10 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list none(5);
     const auto saved = ctx->get_saved_variables();
-    const Tensor &s = saved[0], &weight = saved[1], &mean = saved[2], &rstd = saved[3];
+    const Tensor &s = saved[0], &mean = saved[2], &rstd = saved[3];
     const bool need_h = ctx->needs_input_grad(0), need_f = ctx->needs_input_grad(1);
-    const bool need_w = needs_grad(ctx, 2, weight.defined());
-    const bool need_b = needs_grad(ctx, 2 + weight.defined(), ctx->saved_data["bias"].toBool());
+    const bool need_w = needs_grad(ctx, 2, saved[1].defined());
+    const bool need_b = needs_grad(ctx, 2 + saved[1].defined(), ctx->saved_data["bias"].toBool());
     const Tensor &ds_in = grads[0], &dy_in = grads[1];
     if ((!ds_in.defined() && !dy_in.defined()) || !(need_h || need_f || need_w || need_b)) return none;
     AddNormOptions options;
@@ -457,11 +464,12 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
     const auto f_dtype = static_cast<ScalarType>(ctx->saved_data["f_dtype"].toInt());
     if (recorded()) {
       grad2::Grads g =
-          grad2::add_norm(ds_in, dy_in, s, weight, ctx->saved_data["eps"].toDouble(), options.kind == NormKind::layer,
+          grad2::add_norm(ds_in, dy_in, s, saved[1], ctx->saved_data["eps"].toDouble(), options.kind == NormKind::layer,
                           options.alpha, options.dropout, s.scalar_type(), f_dtype, {need_h, need_f, need_w, need_b});
       g.emplace_back();
       return g;
     }
+    const Tensor weight = dense(saved[1]);
     // y unused: only the residual stream's gradient flows (dy = 0).
     const Tensor dy = dy_in.defined() ? dy_in.contiguous() : new_output(s, f_dtype).zero_();
     const Tensor ds = contiguous(ds_in);
@@ -535,7 +543,7 @@ struct ReZeroFn : torch::autograd::Function<ReZeroFn> {
       using T = typename decltype(tag)::type;
       rezero_forward<T>(out_view<T>(s), in_view<T>(h), in_view<T>(f), value, dropout);
     });
-    ctx->save_for_backward({f, a});
+    ctx->save_for_backward({f_in, a});
     ctx->saved_data["a"] = value;
     save_dropout(ctx, dropout);
     return s;
@@ -543,16 +551,16 @@ struct ReZeroFn : torch::autograd::Function<ReZeroFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const Tensor &f = saved[0], &a = saved[1];
+    const Tensor& a = saved[1];
     const bool need_h = ctx->needs_input_grad(0), need_f = ctx->needs_input_grad(1), need_a = ctx->needs_input_grad(2);
     if (!need_h && !need_f && !need_a) return variable_list(4);
     const DropoutSpec dropout = saved_dropout(ctx);
     if (recorded()) {
-      grad2::Grads g = grad2::rezero(grads[0], f, a, dropout, {need_h, need_f, need_a});
+      grad2::Grads g = grad2::rezero(grads[0], saved[0], a, dropout, {need_h, need_f, need_a});
       g.emplace_back();
       return g;
     }
-    const Tensor ds = grads[0].contiguous();
+    const Tensor f = saved[0].contiguous(), ds = grads[0].contiguous();
     const Tensor dh = new_output(f), df = new_output(f);
     double da = 0.0;
     visit(dt_of(f.scalar_type()), [&](auto tag) {
@@ -637,7 +645,7 @@ struct BatchNormFn : torch::autograd::Function<BatchNormFn> {
                             out_span<S>(args.running_var), in_view<T>(x), mask_span(mask), in_span<T>(weight),
                             in_span<T>(bias), args.options);
     });
-    ctx->save_for_backward({x, weight, mean, rstd, mask});
+    ctx->save_for_backward({x_in, given(weight_in), mean, rstd, mask});
     ctx->saved_data["bias"] = bias.defined();
     ctx->saved_data["training"] = args.options.training;
     ctx->saved_data["eps"] = args.options.eps;
@@ -646,18 +654,19 @@ struct BatchNormFn : torch::autograd::Function<BatchNormFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const Tensor &x = saved[0], &weight = saved[1], &mean = saved[2], &rstd = saved[3], &mask = saved[4];
+    const Tensor &mean = saved[2], &rstd = saved[3], &mask = saved[4];
     const bool need_x = ctx->needs_input_grad(0);
-    const bool need_w = needs_grad(ctx, 1, weight.defined());
-    const bool need_b = needs_grad(ctx, 1 + weight.defined(), ctx->saved_data["bias"].toBool());
+    const bool need_w = needs_grad(ctx, 1, saved[1].defined());
+    const bool need_b = needs_grad(ctx, 1 + saved[1].defined(), ctx->saved_data["bias"].toBool());
     if (!need_x && !need_w && !need_b) return variable_list(4);
     const Tensor dy = grads[0].contiguous();
     Tensor dx, dw, db;
     if (ctx->saved_data["training"].toBool() && recorded()) {  // the eval backward is torch ops already
-      const grad2::Grads g =
-          grad2::batch_norm(grads[0], x, weight, ctx->saved_data["eps"].toDouble(), mask, need_x, need_w, need_b);
+      const grad2::Grads g = grad2::batch_norm(grads[0], saved[0], saved[1], ctx->saved_data["eps"].toDouble(), mask,
+                                               need_x, need_w, need_b);
       dx = g[0], dw = g[1], db = g[2];
     } else if (ctx->saved_data["training"].toBool()) {
+      const Tensor x = saved[0].contiguous(), weight = dense(saved[1]);
       const bool params = need_w || need_b;
       dx = new_output(x);
       dw = new_param_grad(params && weight.defined(), x);
@@ -668,7 +677,7 @@ struct BatchNormFn : torch::autograd::Function<BatchNormFn> {
                                mask_span(mask), in_span<stat_t<T>>(mean), in_span<stat_t<T>>(rstd), in_span<T>(weight));
       });
     } else {
-      const variable_list g = bn_eval_backward(dy, x, weight, mean, rstd, mask, need_x, need_w || need_b);
+      const variable_list g = bn_eval_backward(dy, saved[0], saved[1], mean, rstd, mask, need_x, need_w || need_b);
       dx = g[0], dw = g[1], db = g[2];
     }
     return {need_x ? dx : Tensor(), need_w ? dw : Tensor(), need_b ? db : Tensor(), Tensor()};

@@ -245,6 +245,20 @@ def g_double_backward(g):
         for p in [0.0, 0.3]:
             ggc(f"rezero {shape} p={p}", lambda h, f, a: at.rezero(h, f, a, p=p, seed=9, offset=2), (h, f, a))
 
+    # Non-contiguous inputs and parameters: the backward must differentiate the inputs themselves,
+    # not contiguous copies made in forward.
+    xt, ws = leaf(randn((7, 3), 406, d64, 2.0)), leaf(randn((14,), 407, d64, 1.0, 1.0))
+    ggc("layer_norm transposed x, strided weight", lambda x, w: at.layer_norm(x.t(), w[::2], w[1::2]), (xt, ws))
+    ggc("rms_norm transposed x, strided weight", lambda x, w: at.rms_norm(x.t(), w[::2]), (xt, ws))
+    ggc("add_norm transposed h, f, strided weight",
+        lambda x, w: at.add_norm(x.t(), 2 * x.t(), w[::2], w[1::2], p=0.3, seed=1), (xt, ws))
+    ggc("rezero transposed h, f", lambda x, w: at.rezero(x.t(), 2 * x.t(), w[:1], p=0.3, seed=1), (xt, ws))
+    ggc("batch_norm transposed x, strided weight", lambda x, w: at.batch_norm(x.t(), None, None, w[::2], w[1::2]),
+        (xt, ws))
+    rm, rv = torch.zeros(7, dtype=d64), torch.ones(7, dtype=d64)
+    ggc("batch_norm eval transposed x, strided weight",
+        lambda x, w: at.batch_norm(x.t(), rm, rv, w[::2], w[1::2], training=False), (xt, ws))
+
     # A gradient penalty, sum(dL/dx ** 2) with L = sum(r * y ** 3) (r random), and its gradients,
     # against the same through PyTorch's own functions (float64).
     def penalty(fn, inputs):
