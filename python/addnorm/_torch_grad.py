@@ -1,4 +1,5 @@
-"""addnorm.torch's backward as differentiable torch ops, for double backward.
+"""addnorm.torch's backward and forward as differentiable torch ops, for double backward and
+forward-mode AD.
 
 The autograd functions' backward runs addnorm's kernels, and autograd cannot differentiate a
 kernel. When autograd records the backward itself (``create_graph=True``: a gradient penalty, a
@@ -8,8 +9,13 @@ recomputed from the saved input (the kernels' saved mean and rstd are not connec
 dropout mask is regenerated from (p, seed, offset), and the math is f32 (f64 for float64 data) as
 in the kernels. python/torch_ops.cpp (namespace grad2) runs the same ops in the same order, so both
 backends give the same bits.
+
+Forward-mode AD (torch.autograd.forward_ad: an input carries a tangent) cannot go through a kernel
+either: the functions then run their forward as the torch ops below (``*_forward``), which autograd
+differentiates in both modes. Both backends call these same Python functions.
 """
 import torch
+import torch.autograd.forward_ad as fwAD
 
 from . import _addnorm as _C
 
@@ -109,3 +115,64 @@ def batch_norm(dy, x, weight, eps, mask, need_x, need_w, need_b):
     dw = None if weight is None else (g0 * xhat).sum(0)
     return (_cast(dx.reshape(x.shape), x.dtype, need_x), _cast(dw, x.dtype, need_w),
             _cast(g0.sum(0), x.dtype, need_b))
+
+
+def dual(*tensors):
+    """Whether forward-mode AD is on and one of the tensors carries a tangent."""
+    if fwAD._current_level < 0:
+        return False
+    return any(t is not None and fwAD.unpack_dual(t).tangent is not None for t in tensors)
+
+
+def norm_forward(x, weight, bias, eps, layer):
+    """y = Norm(x) * weight + bias over the last dimension, in x's dtype (math as the kernels')."""
+    c = _compute(x.dtype)
+    xc = x.to(c)
+    xm = xc - xc.mean(-1, keepdim=True) if layer else xc
+    y = xm * torch.rsqrt((xm * xm).mean(-1, keepdim=True) + eps)
+    if weight is not None:
+        y = y * weight.to(c)
+    if bias is not None:
+        y = y + bias.to(c)
+    return y.to(x.dtype)
+
+
+def add_norm_forward(h, f, weight, bias, layer, eps, alpha, p, seed, offset):
+    """(s, y): s = alpha * h + Dropout(f) in h's dtype, y = Norm(s) in f's."""
+    c = _compute(f.dtype)
+    ks = keep_scale(f.shape, c, p, seed, offset)
+    dropped = f.to(c) if ks is None else f.to(c) * ks
+    s = (h.to(c) * alpha + dropped).to(h.dtype)
+    return s, norm_forward(s, weight, bias, eps, layer).to(f.dtype)
+
+
+def rezero_forward(h, f, a, p, seed, offset):
+    """s = h + a * Dropout(f)."""
+    c = _compute(f.dtype)
+    ks = keep_scale(f.shape, c, p, seed, offset)
+    dropped = f.to(c) if ks is None else f.to(c) * ks
+    return (h.to(c) + a.to(c).reshape(()) * dropped).to(h.dtype)
+
+
+def batch_norm_forward(x, weight, bias, running_mean, running_var, mask, training, eps):
+    """BatchNorm of the last dimension over the valid rows (mask; padding rows y = 0): the batch's
+    statistics in training, the running ones in inference (the caller updates those)."""
+    d = x.shape[-1]
+    c = _compute(x.dtype)
+    xc = x.to(c).reshape(-1, d)
+    valid = None if mask is None else mask.reshape(-1, 1).to(c)
+    if training:
+        n = float(xc.shape[0]) if mask is None else max(float(mask.sum()), 1.0)
+        mean = (xc if valid is None else xc * valid).sum(0) / n
+        xm = xc - mean
+        masked = xm if valid is None else xm * valid
+        y = xm * torch.rsqrt((masked * masked).sum(0) / n + eps)
+    else:
+        y = (xc - running_mean.to(c)) * torch.rsqrt(running_var.to(c) + eps)
+    if weight is not None:
+        y = y * weight.to(c)
+    if bias is not None:
+        y = y + bias.to(c)
+    if valid is not None:
+        y = y * valid
+    return y.reshape(x.shape).to(x.dtype)

@@ -26,6 +26,10 @@ a Hessian-vector product, MAML), it runs as differentiable torch ops (``_torch_g
 kernels: the same gradients to rounding, differentiable to any order, but slower. Without
 ``create_graph`` the backward is the kernels'.
 
+Forward-mode AD (``torch.autograd.forward_ad``, an input with a tangent): the forward then runs as
+differentiable torch ops too (after the kernels check the arguments on the primals, and update
+BatchNorm's running statistics), so tangents, and forward over reverse, work.
+
 Dropout in ``add_norm`` and ``rezero`` is not stored: the backward regenerates the mask from ``(p, seed,
 offset)``. The caller must pass a new ``seed`` (or a new ``offset``) for every training step and
 every call site, otherwise the same elements are dropped every time.
@@ -290,6 +294,11 @@ def _no_trace(fn):
                            f"set_backend('cpp')); the Python backend ({backend!r} now) cannot be traced")
 
 
+def _primals(*tensors):
+    """The tensors without their tangents (forward-mode AD) or graph; None stays None."""
+    return [None if t is None else _grad2.fwAD.unpack_dual(t).primal.detach() for t in tensors]
+
+
 def _needs_grad(*tensors):
     """Whether autograd will want a backward: without one, the kernels are called directly, past
     the autograd Function (1 x 512 under torch.no_grad(): 8.4 us a call against about 11)."""
@@ -298,6 +307,9 @@ def _needs_grad(*tensors):
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
     """LayerNorm over the last dimension of x (``F.layer_norm(x, (d,), weight, bias, eps)``)."""
+    if _grad2.dual(x, weight, bias):  # forward-mode AD: torch ops, after the kernel's checks on the primals
+        layer_norm(*_primals(x, weight, bias), eps)
+        return _grad2.norm_forward(x, weight, bias, float(eps), True)
     if _ops is not None:
         return _ops.layer_norm(x, weight, bias, eps)
     _no_trace("layer_norm")
@@ -309,6 +321,9 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
 
 def rms_norm(x, weight=None, eps=1e-5):
     """RMSNorm over the last dimension: ``x / sqrt(mean(x**2, -1) + eps) * weight``."""
+    if _grad2.dual(x, weight):  # forward-mode AD, as in layer_norm
+        rms_norm(*_primals(x, weight), eps)
+        return _grad2.norm_forward(x, weight, None, float(eps), False)
     if _ops is not None:
         return _ops.rms_norm(x, weight, eps)
     _no_trace("rms_norm")
@@ -327,6 +342,10 @@ def add_norm(h, f, weight=None, bias=None, kind="layer", eps=1e-5, alpha=1.0, p=
     h may be float32 while f, weight and bias are float16 or bfloat16 (an f32 residual stream):
     s then has h's dtype and y f's dtype. Otherwise h and f have the same dtype.
     """
+    if _grad2.dual(h, f, weight, bias):  # forward-mode AD, as in layer_norm
+        add_norm(*_primals(h, f, weight, bias), kind, eps, alpha, p, seed, offset)
+        return _grad2.add_norm_forward(h, f, weight, bias, kind == "layer", float(eps), float(alpha), float(p),
+                                       int(seed), int(offset))
     if _ops is not None:
         return _ops.add_norm(h, f, weight, bias, kind, eps, alpha, p, seed, offset)
     _no_trace("add_norm")
@@ -359,6 +378,9 @@ def rezero(h, f, a, p=0.0, seed=0, offset=0):
     gradient ``sum(ds * Dropout(f))`` is summed in double. h and f have the same dtype and shape.
     Dropout is as in ``add_norm``: a counter-based mask of ``(seed, offset)``, regenerated in backward.
     """
+    if _grad2.dual(h, f, a):  # forward-mode AD, as in layer_norm
+        rezero(*_primals(h, f, a), p, seed, offset)
+        return _grad2.rezero_forward(h, f, a, float(p), int(seed), int(offset))
     if _ops is not None:
         return _ops.rezero(h, f, a, p, seed, offset)
     _no_trace("rezero")
@@ -392,6 +414,10 @@ def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, t
     ``mask``: bool or uint8 of shape ``x.shape[:-1]``, the valid rows; padding rows take no part in
     the statistics and get y = 0 and no gradient. Backward works in both modes.
     """
+    if _grad2.dual(x, weight, bias):  # forward-mode AD, as in layer_norm; this call updates the running statistics
+        batch_norm(*_primals(x), running_mean, running_var, *_primals(weight, bias), training, momentum, eps, mask)
+        return _grad2.batch_norm_forward(x, weight, bias, running_mean, running_var, mask,
+                                         bool(training) or running_mean is None, float(eps))
     if _ops is not None:
         return _ops.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps, mask)
     _no_trace("batch_norm")

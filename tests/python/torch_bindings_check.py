@@ -40,6 +40,10 @@ Groups (one line each; exits 1 listing every failure, 0 when all pass):
               against PyTorch's functions (F.layer_norm, F.batch_norm, the others written in torch
               ops); a third derivative of layer_norm against LayerNorm in torch ops; the first-order
               gradients under create_graph against the kernels' (float32, bfloat16, float16).
+  forward AD  torch.autograd.forward_ad: primals and tangents against PyTorch's (F.layer_norm,
+              F.batch_norm training, eval and masked, the others written in torch ops) in float64,
+              a Hessian-vector product (forward over reverse), bf16/f16 tangents, running
+              statistics updated once, the kernels' errors.
   errors      int tensors, wrong weight shape or dtype, bad kind/p/eps raise TypeError or
               ValueError naming the function (CUDA tensors: skipped without CUDA).
 
@@ -67,6 +71,7 @@ import traceback
 
 import numpy as np
 import torch
+import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 
 import addnorm
@@ -336,6 +341,93 @@ def g_double_backward(g):
             for i, (a, r) in enumerate(zip(first(True), ref)):
                 g.check(a.dtype == inputs[i].dtype, f"{dt} {name} create_graph grad {i}: dtype {a.dtype}")
                 close(g, f"{dt} {name} create_graph grad {i}", a, r.to(a.dtype), tol)
+
+
+# ---------------------------------------------------------------------------------------------
+def g_forward_ad(g):
+    """Forward-mode AD (torch.autograd.forward_ad): the forward runs as torch ops when an input
+    carries a tangent; tangents against PyTorch's own jvp (float64)."""
+    d64 = torch.float64
+
+    def jvp(fn, primals, tangents):
+        with fwAD.dual_level():
+            ins = [p if t is None else fwAD.make_dual(p, t) for p, t in zip(primals, tangents)]
+            out = fn(*ins)
+            out = out if isinstance(out, tuple) else (out,)
+            return [fwAD.unpack_dual(o) for o in out]
+
+    def against(what, ours, ref, primals, tangents, tol=1e-12):
+        a, r = jvp(ours, primals, tangents), jvp(ref, primals, tangents)
+        for i, (u, v) in enumerate(zip(a, r)):
+            close(g, f"{what} primal [{i}]", u.primal, v.primal, tol)
+            g.check(u.tangent is not None, f"{what} [{i}]: no tangent")
+            close(g, f"{what} tangent [{i}]", u.tangent, v.tangent, tol)
+
+    shape, d = (6, 16), 16
+    x, f = randn(shape, 600, d64, 2.0, 0.5), randn(shape, 601, d64)
+    w, b = randn((d,), 602, d64, 0.5, 1.0), randn((d,), 603, d64)
+    tx, tf, tw, tb = randn(shape, 604, d64), randn(shape, 605, d64), randn((d,), 606, d64), randn((d,), 607, d64)
+    against("layer_norm", lambda x, w, b: at.layer_norm(x, w, b), lambda x, w, b: F.layer_norm(x, (d,), w, b),
+            (x, w, b), (tx, tw, tb))
+    against("layer_norm x only", lambda x: at.layer_norm(x, w, b), lambda x: F.layer_norm(x, (d,), w, b), (x,), (tx,))
+    against("layer_norm w only", lambda w: at.layer_norm(x, w), lambda w: F.layer_norm(x, (d,), w), (w,), (tw,))
+    against("rms_norm", lambda x, w: at.rms_norm(x, w), lambda x, w: rms_ref(x, w), (x, w), (tx, tw))
+    keep = torch.from_numpy(np.asarray(addnorm.dropout_keep(x.numel(), 0.25, 5, 1), dtype=bool)).reshape(shape)
+    drop = keep.to(d64) / 0.75
+    against("add_norm layer, dropout", lambda h, f, w, b: at.add_norm(h, f, w, b, alpha=0.7, p=0.25, seed=5, offset=1),
+            lambda h, f, w, b: (0.7 * h + f * drop, F.layer_norm(0.7 * h + f * drop, (d,), w, b)),
+            (x, f, w, b), (tx, tf, tw, tb))
+    against("add_norm rms", lambda h, f, w: at.add_norm(h, f, w, kind="rms"), lambda h, f, w: (h + f, rms_ref(h + f, w)),
+            (x, f, w), (tx, None, tw))
+    a, ta = torch.tensor(0.4, dtype=d64), torch.tensor(-0.3, dtype=d64)
+    against("rezero", lambda h, f, a: at.rezero(h, f, a, p=0.25, seed=5, offset=1),
+            lambda h, f, a: h + a * (f * drop), (x, f, a), (tx, tf, ta))
+    against("batch_norm training", lambda x, w, b: at.batch_norm(x, None, None, w, b),
+            lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), (x, w, b), (tx, tw, tb))
+    rm, rv = randn((d,), 608, d64), randn((d,), 609, d64).abs() + 0.5
+    against("batch_norm eval", lambda x, w: at.batch_norm(x, rm, rv, w, None, training=False),
+            lambda x, w: F.batch_norm(x, rm, rv, w, None, training=False), (x, w), (tx, tw))
+    mask = torch.arange(shape[0]) % 3 != 1
+    with fwAD.dual_level():
+        out = fwAD.unpack_dual(at.batch_norm(fwAD.make_dual(x, tx), None, None, w, b, mask=mask))
+    ref = jvp(lambda x: F.batch_norm(x, None, None, w, b, training=True), (x[mask],), (tx[mask],))[0]
+    close(g, "batch_norm masked: valid rows' tangent", out.tangent[mask], ref.tangent, 1e-12)
+    g.check(bool((out.tangent[~mask] == 0).all()), "batch_norm masked: padding rows' tangent is not 0")
+    # The running statistics are updated once, as by a call without tangents.
+    rm1, rv1, rm2, rv2 = torch.zeros(d, dtype=d64), torch.ones(d, dtype=d64), torch.zeros(d, dtype=d64), \
+        torch.ones(d, dtype=d64)
+    jvp(lambda x: at.batch_norm(x, rm1, rv1, momentum=0.3), (x,), (tx,))
+    at.batch_norm(x, rm2, rv2, momentum=0.3)
+    g.check(torch.equal(rm1, rm2) and torch.equal(rv1, rv2), "batch_norm: forward AD updated the running statistics "
+            "differently")
+    # Forward over reverse: a Hessian-vector product of sum(r * y ** 3) through layer_norm, against
+    # LayerNorm written in torch ops (PyTorch 1.13's native_layer_norm_backward has no forward AD).
+    r = randn(shape, 610, d64)
+
+    def ln_ops(x):
+        xm = x - x.mean(-1, keepdim=True)
+        return xm / torch.sqrt(xm.pow(2).mean(-1, keepdim=True) + 1e-5) * w + b
+
+    def hvp(norm):
+        with fwAD.dual_level():
+            xd = fwAD.make_dual(x.clone().requires_grad_(), tx)
+            gx = torch.autograd.grad((norm(xd) ** 3 * r).sum(), xd, create_graph=True)[0]
+            return fwAD.unpack_dual(gx).tangent
+    close(g, "layer_norm Hessian-vector product", hvp(lambda x: at.layer_norm(x, w, b)),
+          hvp(ln_ops), 1e-10)
+    # 16-bit: the tangent against float32 PyTorch's.
+    for dt in (torch.bfloat16, torch.float16):
+        xs, ts = x.to(dt), tx.to(dt)
+        a16 = jvp(lambda x: at.layer_norm(x), (xs,), (ts,))[0]
+        r32 = jvp(lambda x: F.layer_norm(x, (d,)), (xs.float(),), (ts.float(),))[0]
+        g.check(a16.tangent.dtype == dt, f"{dt} layer_norm tangent dtype {a16.tangent.dtype}")
+        close(g, f"{dt} layer_norm tangent", a16.tangent, r32.tangent.to(dt), 4 * torch.finfo(dt).eps)
+    # Errors are the kernels' (checked on the primals).
+    with fwAD.dual_level():
+        xd = fwAD.make_dual(x, tx)
+        raises(g, "forward AD bad eps", ValueError, "layer_norm", lambda: at.layer_norm(xd, eps=-1.0))
+        raises(g, "forward AD weight shape", ValueError, "layer_norm", lambda: at.layer_norm(xd, torch.ones(3, dtype=d64)))
+        raises(g, "forward AD add_norm kind", ValueError, "add_norm", lambda: at.add_norm(xd, f, kind="batch"))
 
 
 def g_layer_norm(g):
@@ -974,6 +1066,7 @@ for backend in backends:
                        ("batch_norm", g_batch_norm),
                        ("16-bit", g_16bit), ("modules", g_modules), ("edge", g_edge),
                        ("no grad", g_no_grad), ("double backward", g_double_backward),
+                       ("forward AD", g_forward_ad),
                        ("errors", g_errors)]:
         Group(f"{backend} {name}" if len(backends) > 1 else name).run(body)
 if "cpp" in backends:
