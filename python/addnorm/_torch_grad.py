@@ -33,13 +33,19 @@ def _cast(t, dtype, wanted):
     return t.to(dtype) if wanted else None
 
 
-def norm(dy, x, weight, eps, layer):
-    """(dx, dweight, dbias) of y = Norm(x) * weight + bias over the last dimension, in x's math
-    dtype; Norm is LayerNorm (layer) or RMSNorm (dbias None). weight may be None."""
+def _centered(x, eps, layer):
+    """(c, xm, rstd): the math's dtype, x in it centered by its row means (LayerNorm) or not
+    (RMSNorm), and 1 / sqrt(mean(xm ** 2) + eps) per row."""
     c = _compute(x.dtype)
     xc = x.to(c)
     xm = xc - xc.mean(-1, keepdim=True) if layer else xc
-    rstd = torch.rsqrt((xm * xm).mean(-1, keepdim=True) + eps)
+    return c, xm, torch.rsqrt((xm * xm).mean(-1, keepdim=True) + eps)
+
+
+def norm(dy, x, weight, eps, layer):
+    """(dx, dweight, dbias) of y = Norm(x) * weight + bias over the last dimension, in x's math
+    dtype; Norm is LayerNorm (layer) or RMSNorm (dbias None). weight may be None."""
+    c, xm, rstd = _centered(x, eps, layer)
     xhat = xm * rstd
     g0 = dy.to(c)
     g = g0 if weight is None else g0 * weight.to(c)
@@ -126,10 +132,8 @@ def dual(*tensors):
 
 def norm_forward(x, weight, bias, eps, layer):
     """y = Norm(x) * weight + bias over the last dimension, in x's dtype (math as the kernels')."""
-    c = _compute(x.dtype)
-    xc = x.to(c)
-    xm = xc - xc.mean(-1, keepdim=True) if layer else xc
-    y = xm * torch.rsqrt((xm * xm).mean(-1, keepdim=True) + eps)
+    c, xm, rstd = _centered(x, eps, layer)
+    y = xm * rstd
     if weight is not None:
         y = y * weight.to(c)
     if bias is not None:
