@@ -45,12 +45,15 @@ TorchScript: the C++ module registers the functions as operators, ``torch.ops.ad
 ``rms_norm``, ``add_norm``, ``rezero`` and ``batch_norm`` (the same arguments and checks; seeds and
 offsets are int64 there). ``torch.jit.trace`` records them, and ``torch.jit.script`` compiles the
 modules, which call them when scripted. The Python backend cannot be traced: it raises.
+``torch.fx.symbolic_trace`` records the five functions as calls (``torch.fx.wrap``), on either
+backend, so models built of these modules trace with FX too.
 """
 import os
 from typing import Optional
 
 import numpy as np
 import torch
+import torch.fx
 
 from . import _addnorm as _C
 from . import _torch_grad as _grad2
@@ -443,6 +446,19 @@ def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, t
     return _BatchNormFunction.apply(x, weight, bias, *args)
 
 
+# torch.fx.symbolic_trace records the functions as calls (leaves), as it cannot trace through the
+# kernels: models using addnorm.torch's functions and modules trace with torch.fx.
+for _name in ("layer_norm", "rms_norm", "add_norm", "rezero", "batch_norm"):
+    torch.fx.wrap(_name)
+del _name
+
+
+@torch.jit.unused
+def _fx_proxy(x) -> bool:
+    """Whether x is torch.fx's stand-in for a tensor (symbolic tracing)."""
+    return isinstance(x, torch.fx.Proxy)
+
+
 def _dim(cls, d):
     """d as an int: an int or a 1-tuple (normalized_shape = (d,) only)."""
     if isinstance(d, (tuple, list, torch.Size)):
@@ -610,7 +626,8 @@ class BatchNorm(torch.nn.Module):
             self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average
                 factor = 1.0 / float(self.num_batches_tracked)
-        if self.running_mean is not None:
+        # The statistics' dtype follows the data's (not under torch.fx, whose x has no dtype to test).
+        if self.running_mean is not None and (torch.jit.is_scripting() or not _fx_proxy(x)):
             stat = torch.float64 if x.dtype == torch.float64 else torch.float32
             if self.running_mean.dtype != stat:
                 self.running_mean = self.running_mean.to(stat)

@@ -59,7 +59,8 @@ and the Python Functions, "python"). Then:
               statistics over 3 BatchNorm steps and in eval mode; the trace records the addnorm
               operator, not its output's allocation; seed and offset reach the scripted ops; a
               bf16 trace; a scripted function calling torch.ops.addnorm; the operators' own errors
-              (TypeError/ValueError naming the function); tracing the Python backend raises.
+              (TypeError/ValueError naming the function); tracing the Python backend raises;
+              torch.fx.symbolic_trace of a block of the modules and functions on both backends.
 With ADDNORM_TORCH_BACKEND=cpp in the environment (ctest sets it when the C++ module was built),
 importing addnorm.torch fails unless the C++ module loads.
 """
@@ -938,6 +939,36 @@ def g_jit(g):
         return torch.ops.addnorm.layer_norm(x, w, None, 1e-5) + torch.ops.addnorm.rms_norm(x, w, 1e-5)
     w = randn((d,), 505)
     g.check(torch.equal(scripted(x, w), at.layer_norm(x, w) + at.rms_norm(x, w)), "a scripted function differs")
+
+    # torch.fx.symbolic_trace: the functions are leaves (torch.fx.wrap), on either backend. (Outputs
+    # are indexed: torch 1.13's Proxy cannot be unpacked under Python 3.11.)
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln, self.an, self.lin = at.LayerNorm(d), at.AddNorm(d, alpha=0.8), torch.nn.Linear(d, d)
+            self.bn, self.rz = at.BatchNorm(d), at.ReZero()
+
+        def forward(self, x):
+            o = self.an(x, self.lin(self.ln(x)))
+            return self.rz(at.rms_norm(o[1]) + o[0], self.bn(x))
+
+    for backend in at.available_backends():
+        at.set_backend(backend)
+        torch.manual_seed(7)
+        block = Block()
+        with torch.no_grad():
+            block.rz.a.fill_(0.5)
+        gm = torch.fx.symbolic_trace(copy.deepcopy(block))
+        calls = {n.target.__name__ for n in gm.graph.nodes if n.op == "call_function" and hasattr(n.target, "__name__")}
+        g.check({"layer_norm", "add_norm", "rms_norm", "batch_norm", "rezero"} <= calls,
+                f"fx {backend}: the graph does not call the functions: {sorted(calls)}")
+        a, b = run(block, (x,), (dy,))[:2], run(gm, (x,), (dy,))[:2]  # output, dx
+        g.check(all(torch.equal(u, v) for u, v in zip(a, b)), f"fx {backend}: the GraphModule's output or dx differs")
+        pa, pb = dict(block.named_parameters()), dict(gm.named_parameters())  # (registered in another order)
+        g.check(pa.keys() == pb.keys() and all(torch.equal(pa[k].grad, pb[k].grad) for k in pa),
+                f"fx {backend}: the GraphModule's parameter gradients differ")
+        g.check(torch.equal(block.bn.running_mean, gm.bn.running_mean), f"fx {backend}: running statistics differ")
+    at.set_backend("cpp")
 
     ops = torch.ops.addnorm
     for what, exc, fn, call in [
