@@ -10,9 +10,10 @@ dropout mask is regenerated from (p, seed, offset), and the math is f32 (f64 for
 in the kernels. python/torch_ops.cpp (namespace grad2) runs the same ops in the same order, so both
 backends give the same bits.
 
-Forward-mode AD (torch.autograd.forward_ad: an input carries a tangent) cannot go through a kernel
-either: the functions then run their forward as the torch ops below (``*_forward``), which autograd
-differentiates in both modes. Both backends call these same Python functions.
+Forward-mode AD (torch.autograd.forward_ad: an input carries a tangent) and functorch's transforms
+(vmap, grad, jacrev, jvp) cannot go through a kernel either: the functions then run their forward as
+the torch ops below (``*_forward``), which autograd and the transforms see through. Both backends
+call these same Python functions.
 """
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -121,6 +122,12 @@ def batch_norm(dy, x, weight, eps, mask, need_x, need_w, need_b):
     dw = None if weight is None else (g0 * xhat).sum(0)
     return (_cast(dx.reshape(x.shape), x.dtype, need_x), _cast(dw, x.dtype, need_w),
             _cast(g0.sum(0), x.dtype, need_b))
+
+
+def functorch_active():
+    """Whether a functorch transform (vmap, grad, jacrev, ...) is running: its wrapped tensors have
+    no memory for a kernel, and it does not support autograd Functions."""
+    return torch._C._are_functorch_transforms_active()
 
 
 def dual(*tensors):

@@ -28,7 +28,9 @@ kernels: the same gradients to rounding, differentiable to any order, but slower
 
 Forward-mode AD (``torch.autograd.forward_ad``, an input with a tangent): the forward then runs as
 differentiable torch ops too (after the kernels check the arguments on the primals, and update
-BatchNorm's running statistics), so tangents, and forward over reverse, work.
+BatchNorm's running statistics), so tangents, and forward over reverse, work. So it does under
+functorch's transforms (vmap, grad, jacrev, jvp), whose wrapped tensors a kernel cannot read
+(arguments checked in Python; BatchNorm cannot update running statistics there and says so).
 
 Dropout in ``add_norm`` and ``rezero`` is not stored: the backward regenerates the mask from ``(p, seed,
 offset)``. The caller must pass a new ``seed`` (or a new ``offset``) for every training step and
@@ -48,6 +50,7 @@ modules, which call them when scripted. The Python backend cannot be traced: it 
 ``torch.fx.symbolic_trace`` records the five functions as calls (``torch.fx.wrap``), on either
 backend, so models built of these modules trace with FX too.
 """
+import math
 import os
 from typing import Optional
 
@@ -297,6 +300,14 @@ def _no_trace(fn):
                            f"set_backend('cpp')); the Python backend ({backend!r} now) cannot be traced")
 
 
+def _eps(fn, eps):
+    """eps as a float, checked as the kernels check it (for the paths that run no kernel)."""
+    eps = float(eps)
+    if not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"[addnorm.torch.{fn}] eps must be finite and > 0, got {eps}")
+    return eps
+
+
 def _primals(*tensors):
     """The tensors without their tangents (forward-mode AD) or graph; None stays None."""
     return [None if t is None else _grad2.fwAD.unpack_dual(t).primal.detach() for t in tensors]
@@ -313,10 +324,13 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     if _grad2.dual(x, weight, bias):  # forward-mode AD: torch ops, after the kernel's checks on the primals
         layer_norm(*_primals(x, weight, bias), eps)
         return _grad2.norm_forward(x, weight, bias, float(eps), True)
-    if _ops is not None:
+    functorch = _grad2.functorch_active()
+    if _ops is not None and not functorch:
         return _ops.layer_norm(x, weight, bias, eps)
     _no_trace("layer_norm")
     _check_args("layer_norm", x, weight=weight, bias=bias)
+    if functorch:  # vmap, grad, jacrev, ...: torch ops, which the transforms see through
+        return _grad2.norm_forward(x, weight, bias, _eps("layer_norm", eps), True)
     if not _needs_grad(x, weight, bias):
         return _tensor(_C.layer_norm_forward(_np(x), _np(weight), _np(bias), eps=float(eps))[0], x.dtype)
     return _LayerNormFunction.apply(x, weight, bias, float(eps))
@@ -327,10 +341,13 @@ def rms_norm(x, weight=None, eps=1e-5):
     if _grad2.dual(x, weight):  # forward-mode AD, as in layer_norm
         rms_norm(*_primals(x, weight), eps)
         return _grad2.norm_forward(x, weight, None, float(eps), False)
-    if _ops is not None:
+    functorch = _grad2.functorch_active()
+    if _ops is not None and not functorch:
         return _ops.rms_norm(x, weight, eps)
     _no_trace("rms_norm")
     _check_args("rms_norm", x, weight=weight)
+    if functorch:  # as in layer_norm
+        return _grad2.norm_forward(x, weight, None, _eps("rms_norm", eps), False)
     if not _needs_grad(x, weight):
         return _tensor(_C.rms_norm_forward(_np(x), _np(weight), eps=float(eps))[0], x.dtype)
     return _RMSNormFunction.apply(x, weight, float(eps))
@@ -349,7 +366,8 @@ def add_norm(h, f, weight=None, bias=None, kind="layer", eps=1e-5, alpha=1.0, p=
         add_norm(*_primals(h, f, weight, bias), kind, eps, alpha, p, seed, offset)
         return _grad2.add_norm_forward(h, f, weight, bias, kind == "layer", float(eps), float(alpha), float(p),
                                        int(seed), int(offset))
-    if _ops is not None:
+    functorch = _grad2.functorch_active()
+    if _ops is not None and not functorch:
         return _ops.add_norm(h, f, weight, bias, kind, eps, alpha, p, seed, offset)
     _no_trace("add_norm")
     fn = "add_norm"
@@ -366,6 +384,9 @@ def add_norm(h, f, weight=None, bias=None, kind="layer", eps=1e-5, alpha=1.0, p=
         raise ValueError(f"[addnorm.torch.{fn}] kind='rms' takes no bias")
     if not 0.0 <= float(p) <= 1.0:
         raise ValueError(f"[addnorm.torch.{fn}] dropout p must be in [0, 1], got {p}")
+    if functorch:  # as in layer_norm
+        return _grad2.add_norm_forward(h, f, weight, bias, kind == "layer", _eps(fn, eps), float(alpha), float(p),
+                                       int(seed), int(offset))
     if not _needs_grad(h, f, weight, bias):
         s, y, _, _ = _C.add_norm_forward(_np(h), _np(f), _np(weight), _np(bias), kind=kind, eps=float(eps),
                                          alpha=float(alpha), p=float(p), seed=int(seed), offset=int(offset))
@@ -384,7 +405,8 @@ def rezero(h, f, a, p=0.0, seed=0, offset=0):
     if _grad2.dual(h, f, a):  # forward-mode AD, as in layer_norm
         rezero(*_primals(h, f, a), p, seed, offset)
         return _grad2.rezero_forward(h, f, a, float(p), int(seed), int(offset))
-    if _ops is not None:
+    functorch = _grad2.functorch_active()
+    if _ops is not None and not functorch:
         return _ops.rezero(h, f, a, p, seed, offset)
     _no_trace("rezero")
     fn = "rezero"
@@ -399,6 +421,8 @@ def rezero(h, f, a, p=0.0, seed=0, offset=0):
         raise ValueError(f"[addnorm.torch.{fn}] a has shape {tuple(a.shape)}; expected one element")
     if not 0.0 <= float(p) <= 1.0:
         raise ValueError(f"[addnorm.torch.{fn}] dropout p must be in [0, 1], got {p}")
+    if functorch:  # as in layer_norm
+        return _grad2.rezero_forward(h, f, a, float(p), int(seed), int(offset))
     if not _needs_grad(h, f, a):
         return _tensor(_C.rezero_forward(_np(h), _np(f), float(a), p=float(p), seed=int(seed), offset=int(offset)),
                        h.dtype)
@@ -421,7 +445,8 @@ def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, t
         batch_norm(*_primals(x), running_mean, running_var, *_primals(weight, bias), training, momentum, eps, mask)
         return _grad2.batch_norm_forward(x, weight, bias, running_mean, running_var, mask,
                                          bool(training) or running_mean is None, float(eps))
-    if _ops is not None:
+    functorch = _grad2.functorch_active()
+    if _ops is not None and not functorch:
         return _ops.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps, mask)
     _no_trace("batch_norm")
     fn = "batch_norm"
@@ -440,6 +465,13 @@ def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, t
             raise TypeError(f"[addnorm.torch.{fn}] mask must be a bool or uint8 tensor")
         if tuple(mask.shape) != tuple(x.shape[:-1]):
             raise ValueError(f"[addnorm.torch.{fn}] mask has shape {tuple(mask.shape)}; expected {tuple(x.shape[:-1])}")
+    if functorch:  # as in layer_norm, but the running statistics cannot be updated under a transform
+        if training and (running_mean is not None or running_var is not None):
+            raise ValueError(f"[addnorm.torch.{fn}] under a functorch transform (vmap, grad, ...) the running "
+                             "statistics cannot be updated in place: pass running_mean=None and running_var=None "
+                             "in training")
+        return _grad2.batch_norm_forward(x, weight, bias, running_mean, running_var, mask, bool(training),
+                                         _eps(fn, eps))
     args = (running_mean, running_var, mask, bool(training), float(momentum), float(eps))
     if not _needs_grad(x, weight, bias):
         return _tensor(_bn_forward(x, weight, bias, *args)[0], x.dtype)

@@ -44,6 +44,9 @@ Groups (one line each; exits 1 listing every failure, 0 when all pass):
               F.batch_norm training, eval and masked, the others written in torch ops) in float64,
               a Hessian-vector product (forward over reverse), bf16/f16 tangents, running
               statistics updated once, the kernels' errors.
+  functorch   vmap, grad, vmap(grad) (per-sample gradients), jacrev and jvp of every function
+              against the same of PyTorch's (float64); BatchNorm's running statistics and bad
+              arguments under vmap raise.
   errors      int tensors, wrong weight shape or dtype, bad kind/p/eps raise TypeError or
               ValueError naming the function (CUDA tensors: skipped without CUDA).
 
@@ -429,6 +432,51 @@ def g_forward_ad(g):
         raises(g, "forward AD bad eps", ValueError, "layer_norm", lambda: at.layer_norm(xd, eps=-1.0))
         raises(g, "forward AD weight shape", ValueError, "layer_norm", lambda: at.layer_norm(xd, torch.ones(3, dtype=d64)))
         raises(g, "forward AD add_norm kind", ValueError, "add_norm", lambda: at.add_norm(xd, f, kind="batch"))
+
+
+# ---------------------------------------------------------------------------------------------
+def g_functorch(g):
+    """functorch's transforms (vmap, grad, jacrev, jvp): the functions run as torch ops under them,
+    against the same transforms of PyTorch's functions (float64)."""
+    try:
+        from functorch import grad, jacrev, jvp, vmap
+    except ImportError:
+        print("(functorch not importable: its group was skipped)")
+        return
+    d64 = torch.float64
+    shape, d = (3, 4, 16), 16
+    x, f = randn(shape, 700, d64, 2.0, 0.5), randn(shape, 701, d64)
+    w, b = randn((d,), 702, d64, 0.5, 1.0), randn((d,), 703, d64)
+    keep = torch.from_numpy(np.asarray(addnorm.dropout_keep(4 * d, 0.25, 5, 1), dtype=bool)).reshape(4, d)
+    drop = keep.to(d64) / 0.75
+    rm, rv = randn((d,), 704, d64), randn((d,), 705, d64).abs() + 0.5
+    pairs = [  # (name, ours, PyTorch's), each of one sample (4, 16) -> a tensor
+        ("layer_norm", lambda t: at.layer_norm(t, w, b), lambda t: F.layer_norm(t, (d,), w, b)),
+        ("rms_norm", lambda t: at.rms_norm(t, w), lambda t: rms_ref(t, w)),
+        ("add_norm", lambda t: at.add_norm(t, t * t, w, b, alpha=0.7, p=0.25, seed=5, offset=1)[1],
+         lambda t: F.layer_norm(0.7 * t + t * t * drop, (d,), w, b)),
+        ("add_norm rms s", lambda t: at.add_norm(t, t * t, w, kind="rms", p=0.25, seed=5, offset=1)[0],
+         lambda t: t + t * t * drop),
+        ("rezero", lambda t: at.rezero(t, t * t, torch.tensor(0.4, dtype=d64), p=0.25, seed=5, offset=1),
+         lambda t: t + 0.4 * (t * t * drop)),
+        ("batch_norm", lambda t: at.batch_norm(t, None, None, w, b),
+         lambda t: F.batch_norm(t, None, None, w, b, training=True)),
+        ("batch_norm eval", lambda t: at.batch_norm(t, rm, rv, w, b, training=False),
+         lambda t: F.batch_norm(t, rm, rv, w, b, training=False))]
+    r = randn((4, d), 706, d64)
+    for name, ours, ref in pairs:
+        def loss(fn):
+            return lambda t: (fn(t) ** 3 * r).sum()
+        close(g, f"vmap {name}", vmap(ours)(x), vmap(ref)(x), 1e-12)
+        close(g, f"grad {name}", grad(loss(ours))(x[0]), grad(loss(ref))(x[0]), 1e-11)
+        close(g, f"vmap(grad) {name}", vmap(grad(loss(ours)))(x), vmap(grad(loss(ref)))(x), 1e-11)
+        close(g, f"jacrev {name}", jacrev(ours)(x[0]), jacrev(ref)(x[0]), 1e-11)
+        ja, jr = jvp(ours, (x[0],), (f[0],)), jvp(ref, (x[0],), (f[0],))
+        close(g, f"jvp {name}", ja[1], jr[1], 1e-11)
+    raises(g, "vmap batch_norm with running statistics in training", ValueError, "batch_norm",
+           lambda: vmap(lambda t: at.batch_norm(t, rm.clone(), rv.clone()))(x))
+    raises(g, "vmap layer_norm eps 0", ValueError, "layer_norm", lambda: vmap(lambda t: at.layer_norm(t, eps=0.0))(x))
+    raises(g, "vmap add_norm kind", ValueError, "add_norm", lambda: vmap(lambda t: at.add_norm(t, t, kind="x"))(x))
 
 
 def g_layer_norm(g):
@@ -1097,7 +1145,7 @@ for backend in backends:
                        ("batch_norm", g_batch_norm),
                        ("16-bit", g_16bit), ("modules", g_modules), ("edge", g_edge),
                        ("no grad", g_no_grad), ("double backward", g_double_backward),
-                       ("forward AD", g_forward_ad),
+                       ("forward AD", g_forward_ad), ("functorch", g_functorch),
                        ("errors", g_errors)]:
         Group(f"{backend} {name}" if len(backends) > 1 else name).run(body)
 if "cpp" in backends:
