@@ -124,10 +124,14 @@ def batch_norm(dy, x, weight, eps, mask, need_x, need_w, need_b):
             _cast(g0.sum(0), x.dtype, need_b))
 
 
+# torch's own test of it (1.13 and later; a torch without it has no functorch transforms to run).
+_transforms_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+
+
 def functorch_active():
     """Whether a functorch transform (vmap, grad, jacrev, ...) is running: its wrapped tensors have
     no memory for a kernel, and it does not support autograd Functions."""
-    return torch._C._are_functorch_transforms_active()
+    return _transforms_active()
 
 
 def dual(*tensors):
