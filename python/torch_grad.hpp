@@ -11,7 +11,15 @@
 
 #include "addnorm/norm/dropout.hpp"
 
-namespace addnorm::torch_ops::grad2 {
+namespace addnorm::torch_ops {
+
+// The statistics' dtype for data of dtype st, which is also the math's (stat_t, compute_t):
+// float64 for float64, else float32.
+inline at::ScalarType stat_type(at::ScalarType st) {
+  return st == at::ScalarType::Double ? at::ScalarType::Double : at::ScalarType::Float;
+}
+
+namespace grad2 {
 
 using Grads = std::vector<at::Tensor>;
 
@@ -32,4 +40,6 @@ Grads rezero(const at::Tensor& ds, const at::Tensor& f, const at::Tensor& a, con
 Grads batch_norm(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& weight, double eps,
                  const at::Tensor& mask, bool need_x, bool need_w, bool need_b);
 
-}  // namespace addnorm::torch_ops::grad2
+}  // namespace grad2
+
+}  // namespace addnorm::torch_ops

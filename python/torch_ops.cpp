@@ -188,9 +188,6 @@ Dt dt_of(ScalarType st) {
   return Dt::f32;
 }
 
-// The statistics' dtype: float32, or float64 for float64 data.
-ScalarType stat_type(ScalarType st) { return st == ScalarType::Double ? ScalarType::Double : ScalarType::Float; }
-
 // Views of contiguous tensors of shape (..., d) as rows x d; spans of vectors (undefined: empty).
 int64_t rows_of(const Tensor& t) { return t.size(-1) > 0 ? t.numel() / t.size(-1) : 0; }
 
@@ -219,14 +216,15 @@ std::span<T> out_span(const Tensor& t) {
 // An optional tensor argument of a Function: absent (nullopt) is not an autograd input.
 using OptTensor = c10::optional<Tensor>;
 
-Tensor contiguous(const OptTensor& t) { return t && t->defined() ? t->contiguous() : Tensor(); }
-
 // The tensor an optional argument holds, as given (undefined when absent). Backward must be given
 // the inputs themselves, not contiguous copies made in forward (made without autograd, they would
 // cut a double backward's path to the input), and makes its own contiguous copies for the kernels.
 Tensor given(const OptTensor& t) { return t ? *t : Tensor(); }
 
+// A contiguous tensor of t's values (undefined stays undefined).
 Tensor dense(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
+
+Tensor contiguous(const OptTensor& t) { return dense(given(t)); }
 
 // Large outputs are allocated as NumPy allocates its arrays: aligned as torch's own allocator
 // aligns (64 bytes), and from 4 MiB on advised onto transparent huge pages. torch's CPU allocator
@@ -472,7 +470,7 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
     const Tensor weight = dense(saved[1]);
     // y unused: only the residual stream's gradient flows (dy = 0).
     const Tensor dy = dy_in.defined() ? dy_in.contiguous() : new_output(s, f_dtype).zero_();
-    const Tensor ds = contiguous(ds_in);
+    const Tensor ds = dense(ds_in);
     const bool layer = options.kind == NormKind::layer;
     const Tensor dh = new_output(s), df = new_output(dy);
     const Tensor dw = new_param_grad((need_w || need_b) && weight.defined(), dy);
@@ -634,7 +632,7 @@ struct BatchNormFn : torch::autograd::Function<BatchNormFn> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x_in, const OptTensor& weight_in, const OptTensor& bias_in,
                         const BatchNormArgs& args) {
     const Tensor x = x_in.contiguous(), weight = contiguous(weight_in), bias = contiguous(bias_in);
-    const Tensor mask = contiguous(args.mask);
+    const Tensor mask = dense(args.mask);
     const auto features = x.sizes().slice(static_cast<size_t>(x.dim() - 1));
     const auto stat_options = x.options().dtype(stat_type(x.scalar_type()));
     Tensor y = new_output(x), mean = at::empty(features, stat_options), rstd = at::empty(features, stat_options);
