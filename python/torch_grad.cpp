@@ -12,16 +12,13 @@ namespace {
 using at::ScalarType;
 using at::Tensor;
 
-// The math's dtype for data of dtype st: float64 for float64, else float32.
-ScalarType compute(ScalarType st) { return st == ScalarType::Double ? ScalarType::Double : ScalarType::Float; }
-
 Tensor rows_sum(const Tensor& t) { return t.reshape({-1, t.size(-1)}).sum(0); }
 
 Tensor cast(const Tensor& t, ScalarType st, bool wanted) { return wanted ? t.to(st) : Tensor(); }
 
 // (dx, dweight, dbias) of y = Norm(x) * weight + bias in x's math dtype (dbias undefined for RMSNorm).
 Grads norm(const Tensor& dy, const Tensor& x, const Tensor& weight, double eps, bool layer) {
-  const ScalarType c = compute(x.scalar_type());
+  const ScalarType c = stat_type(x.scalar_type());
   const Tensor xc = x.to(c);
   const Tensor xm = layer ? xc - xc.mean(-1, true) : xc;
   const Tensor rstd = at::rsqrt((xm * xm).mean(-1, true) + eps);
@@ -65,7 +62,7 @@ Grads add_norm(const Tensor& ds, const Tensor& dy_in, const Tensor& s, const Ten
 }
 
 Grads rezero(const Tensor& ds, const Tensor& f, const Tensor& a, const DropoutSpec& dropout, std::array<bool, 3> need) {
-  const ScalarType c = compute(f.scalar_type());
+  const ScalarType c = stat_type(f.scalar_type());
   const Tensor ks = keep_scale(f, c, dropout);
   const Tensor g = ds.to(c);
   const Tensor dropped = ks.defined() ? f.to(c) * ks : f.to(c);
@@ -78,23 +75,21 @@ Grads rezero(const Tensor& ds, const Tensor& f, const Tensor& a, const DropoutSp
 Grads batch_norm(const Tensor& dy, const Tensor& x, const Tensor& weight, double eps, const Tensor& mask, bool need_x,
                  bool need_w, bool need_b) {
   const int64_t d = x.size(-1);
-  const ScalarType c = compute(x.scalar_type());
+  const ScalarType c = stat_type(x.scalar_type());
   const Tensor xc = x.to(c).reshape({-1, d});
-  Tensor g0 = dy.to(c).reshape({-1, d});
   Tensor valid, xm;
   double n = 0;
   if (!mask.defined()) {
     n = static_cast<double>(xc.size(0));
-    const Tensor mean = xc.sum(0) / n;
-    xm = xc - mean;
+    xm = xc - xc.sum(0) / n;
   } else {
     valid = mask.reshape({-1, 1}).to(c);
     n = std::max(static_cast<double>(mask.sum().item<int64_t>()), 1.0);
-    const Tensor mean = (xc * valid).sum(0) / n;
-    xm = (xc - mean) * valid;
-    g0 = g0 * valid;
+    xm = (xc - (xc * valid).sum(0) / n) * valid;
   }
   const Tensor rstd = at::rsqrt((xm * xm).sum(0) / n + eps);
+  Tensor g0 = dy.to(c).reshape({-1, d});
+  if (mask.defined()) g0 = g0 * valid;
   const Tensor xhat = xm * rstd;
   const Tensor g = weight.defined() ? g0 * weight.to(c) : g0;
   // Two statements: the operands of an overloaded operator are evaluated in no set order, and the

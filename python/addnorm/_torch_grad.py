@@ -96,28 +96,32 @@ def rezero(ds, f, a, p, seed, offset, need):
     return _cast(g, f.dtype, need[0]), _cast(df, f.dtype, need[1]), da if need[2] else None
 
 
+def _column_centered(x, mask, eps):
+    """(c, valid, n, xm, rstd) for BatchNorm of x's last dimension over the valid rows: the math's
+    dtype, the rows' flags in it (None without a mask), their count, x as (rows, d) centered by the
+    columns' means (0 on padding rows), and 1 / sqrt(var + eps) per column."""
+    c = _compute(x.dtype)
+    xc = x.to(c).reshape(-1, x.shape[-1])
+    if mask is None:
+        valid, n = None, float(xc.shape[0])
+        xm = xc - xc.sum(0) / n
+    else:
+        valid, n = mask.reshape(-1, 1).to(c), max(float(mask.sum()), 1.0)
+        xm = (xc - (xc * valid).sum(0) / n) * valid
+    return c, valid, n, xm, torch.rsqrt((xm * xm).sum(0) / n + eps)
+
+
 def batch_norm(dy, x, weight, eps, mask, need_x, need_w, need_b):
     """BatchNorm's training gradients (dx, dweight, dbias), the statistics over the valid rows
     (mask: the rows' flags, or None) recomputed from x; padding rows get dx = 0."""
-    d = x.shape[-1]
-    c = _compute(x.dtype)
-    xc = x.to(c).reshape(-1, d)
-    g0 = dy.to(c).reshape(-1, d)
-    if mask is None:
-        n = float(xc.shape[0])
-        mean = xc.sum(0) / n
-        xm = xc - mean
-    else:
-        valid = mask.reshape(-1, 1).to(c)
-        n = max(float(mask.sum()), 1.0)
-        mean = (xc * valid).sum(0) / n
-        xm = (xc - mean) * valid
+    c, valid, n, xm, rstd = _column_centered(x, mask, eps)
+    g0 = dy.to(c).reshape(xm.shape)
+    if valid is not None:
         g0 = g0 * valid
-    rstd = torch.rsqrt((xm * xm).sum(0) / n + eps)
     xhat = xm * rstd
     g = g0 if weight is None else g0 * weight.to(c)
     dx = rstd * (g - g.sum(0) / n - xhat * ((g * xhat).sum(0) / n))
-    if mask is not None:
+    if valid is not None:
         dx = dx * valid
     dw = None if weight is None else (g0 * xhat).sum(0)
     return (_cast(dx.reshape(x.shape), x.dtype, need_x), _cast(dw, x.dtype, need_w),
@@ -152,38 +156,36 @@ def norm_forward(x, weight, bias, eps, layer):
     return y.to(x.dtype)
 
 
-def add_norm_forward(h, f, weight, bias, layer, eps, alpha, p, seed, offset):
-    """(s, y): s = alpha * h + Dropout(f) in h's dtype, y = Norm(s) in f's."""
+def _dropped(f, p, seed, offset):
+    """(c, Dropout(f) in c), c the math's dtype."""
     c = _compute(f.dtype)
     ks = keep_scale(f.shape, c, p, seed, offset)
-    dropped = f.to(c) if ks is None else f.to(c) * ks
+    return c, f.to(c) if ks is None else f.to(c) * ks
+
+
+def add_norm_forward(h, f, weight, bias, layer, eps, alpha, p, seed, offset):
+    """(s, y): s = alpha * h + Dropout(f) in h's dtype, y = Norm(s) in f's."""
+    c, dropped = _dropped(f, p, seed, offset)
     s = (h.to(c) * alpha + dropped).to(h.dtype)
     return s, norm_forward(s, weight, bias, eps, layer).to(f.dtype)
 
 
 def rezero_forward(h, f, a, p, seed, offset):
     """s = h + a * Dropout(f)."""
-    c = _compute(f.dtype)
-    ks = keep_scale(f.shape, c, p, seed, offset)
-    dropped = f.to(c) if ks is None else f.to(c) * ks
+    c, dropped = _dropped(f, p, seed, offset)
     return (h.to(c) + a.to(c).reshape(()) * dropped).to(h.dtype)
 
 
 def batch_norm_forward(x, weight, bias, running_mean, running_var, mask, training, eps):
     """BatchNorm of the last dimension over the valid rows (mask; padding rows y = 0): the batch's
     statistics in training, the running ones in inference (the caller updates those)."""
-    d = x.shape[-1]
-    c = _compute(x.dtype)
-    xc = x.to(c).reshape(-1, d)
-    valid = None if mask is None else mask.reshape(-1, 1).to(c)
     if training:
-        n = float(xc.shape[0]) if mask is None else max(float(mask.sum()), 1.0)
-        mean = (xc if valid is None else xc * valid).sum(0) / n
-        xm = xc - mean
-        masked = xm if valid is None else xm * valid
-        y = xm * torch.rsqrt((masked * masked).sum(0) / n + eps)
+        c, valid, _, xm, rstd = _column_centered(x, mask, eps)
+        y = xm * rstd
     else:
-        y = (xc - running_mean.to(c)) * torch.rsqrt(running_var.to(c) + eps)
+        c = _compute(x.dtype)
+        valid = None if mask is None else mask.reshape(-1, 1).to(c)
+        y = (x.to(c).reshape(-1, x.shape[-1]) - running_mean.to(c)) * torch.rsqrt(running_var.to(c) + eps)
     if weight is not None:
         y = y * weight.to(c)
     if bias is not None:
