@@ -1,5 +1,6 @@
 // addnorm._addnorm: the Python extension module (python/README.md). The kernels' groups are bound
-// in norm_bindings.cpp and add_norm_bindings.cpp; threads, SIMD targets and the version here.
+// in norm_bindings.cpp, add_norm_bindings.cpp and double_backward_bindings.cpp; threads, SIMD
+// targets and the version here.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -16,6 +17,7 @@ PYBIND11_MODULE(_addnorm, m) {
   m.attr("__version__") = addnorm::version_string;
   addnorm::py_bind::bind_norms(m);
   addnorm::py_bind::bind_add_norms(m);
+  addnorm::py_bind::bind_double_backward(m);
   m.def("num_threads", &addnorm::num_threads, "The number of threads the kernels may use.");
   m.def("set_num_threads", &addnorm::set_num_threads, py::arg("n"), "Sets the number of threads the kernels may use.");
   m.def("simd_target", &addnorm::simd_target, "The SIMD target the kernels run.");

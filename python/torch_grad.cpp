@@ -16,12 +16,18 @@ Tensor rows_sum(const Tensor& t) { return t.reshape({-1, t.size(-1)}).sum(0); }
 
 Tensor cast(const Tensor& t, ScalarType st, bool wanted) { return wanted ? t.to(st) : Tensor(); }
 
+// (xm, rstd) of _centered: x in the math's dtype c, centered by its row means (LayerNorm) or not
+// (RMSNorm), and 1 / sqrt(mean(xm ** 2) + eps) per row.
+std::array<Tensor, 2> centered(const Tensor& x, ScalarType c, double eps, bool layer) {
+  const Tensor xc = x.to(c);
+  const Tensor xm = layer ? xc - xc.mean(-1, true) : xc;
+  return {xm, at::rsqrt((xm * xm).mean(-1, true) + eps)};
+}
+
 // (dx, dweight, dbias) of y = Norm(x) * weight + bias in x's math dtype (dbias undefined for RMSNorm).
 Grads norm(const Tensor& dy, const Tensor& x, const Tensor& weight, double eps, bool layer) {
   const ScalarType c = stat_type(x.scalar_type());
-  const Tensor xc = x.to(c);
-  const Tensor xm = layer ? xc - xc.mean(-1, true) : xc;
-  const Tensor rstd = at::rsqrt((xm * xm).mean(-1, true) + eps);
+  const auto [xm, rstd] = centered(x, c, eps, layer);
   const Tensor xhat = xm * rstd;
   const Tensor g0 = dy.to(c);
   const Tensor g = weight.defined() ? g0 * weight.to(c) : g0;
@@ -41,11 +47,50 @@ Tensor keep_scale(const Tensor& like, ScalarType c, const DropoutSpec& dropout) 
 
 }  // namespace
 
-Grads layer_norm(const Tensor& dy, const Tensor& x, const Tensor& weight, double eps, bool need_x, bool need_w,
-                 bool need_b, bool layer) {
-  const Grads g = norm(dy, x, weight, eps, layer);
-  const ScalarType st = x.scalar_type();
-  return {cast(g[0], st, need_x), cast(g[1], st, need_w), cast(g[2], st, need_b && layer)};
+// One statement per op where Python's order of evaluation must be kept (see batch_norm below).
+Grads norm_double(const Tensor& ddx, const Tensor& ddw, const Tensor& ddb, const Tensor& dy, const Tensor& x,
+                  const Tensor& weight, double eps, bool layer, std::array<bool, 3> need) {
+  const ScalarType c = stat_type(x.scalar_type());
+  const auto [xm, rstd] = centered(x, c, eps, layer);
+  const Tensor xhat = xm * rstd;
+  const Tensor g0 = dy.to(c);
+  const Tensor w = weight.defined() ? weight.to(c) : Tensor();
+  const Tensor g = w.defined() ? g0 * w : g0;
+  const Tensor u = ddx.defined() ? ddx.to(c) : at::zeros_like(xhat);
+  const Tensor a = (g * xhat).mean(-1, true);
+  const Tensor b = (u * xhat).mean(-1, true);
+  Tensor q, s;
+  if (layer) {
+    const Tensor um = u - u.mean(-1, true);
+    q = rstd * (um - xhat * b);
+    const Tensor gc = g - g.mean(-1, true);
+    s = (u * gc).mean(-1, true);
+  } else {
+    q = rstd * (u - xhat * b);
+    s = (u * g).mean(-1, true);
+  }
+  Tensor gdy = w.defined() ? q * w : q;
+  const Tensor neg_rstd = -rstd;
+  const Tensor au = a * u;
+  Tensor cc = neg_rstd * (au + b * g);
+  if (ddw.defined()) {
+    const Tensor vw = ddw.to(c);
+    gdy = gdy + xhat * vw;
+    cc = cc + vw * g0;
+  }
+  if (ddb.defined() && layer) gdy = gdy + ddb.to(c);
+  const Tensor ccx = (cc * xhat).mean(-1, true);
+  Tensor pc = cc - xhat * ccx;
+  if (layer) pc = pc - cc.mean(-1, true);
+  const Tensor t1 = rstd * pc;
+  const Tensor t2 = rstd * rstd;
+  const Tensor t4 = s - a * b;
+  const Tensor gx = t1 - t2 * t4 * xhat;
+  const Tensor gw = w.defined() ? rows_sum(g0 * q) : Tensor();
+  Grads out{cast(gdy, dy.scalar_type(), need[0])};
+  out.push_back(cast(gx, x.scalar_type(), need[1]));
+  out.push_back(cast(gw, x.scalar_type(), need[2] && w.defined()));
+  return out;
 }
 
 Grads add_norm(const Tensor& ds, const Tensor& dy_in, const Tensor& s, const Tensor& weight, double eps, bool layer,

@@ -23,9 +23,11 @@ namespace grad2 {
 
 using Grads = std::vector<at::Tensor>;
 
-// LayerNorm (layer) or RMSNorm: (dx, dweight, dbias); weight may be undefined.
-Grads layer_norm(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& weight, double eps, bool need_x,
-                 bool need_w, bool need_b, bool layer);
+// LayerNorm's (layer) or RMSNorm's double backward, for a third derivative: (gdy, gx, gweight), the
+// gradients of <ddx, dx> + <ddw, dweight> + <ddb, dbias> (each undefined: zero) with respect to the
+// first-order backward's inputs; need = {dy, x, weight}. weight may be undefined.
+Grads norm_double(const at::Tensor& ddx, const at::Tensor& ddw, const at::Tensor& ddb, const at::Tensor& dy,
+                  const at::Tensor& x, const at::Tensor& weight, double eps, bool layer, std::array<bool, 3> need);
 
 // s = alpha * h + Dropout(f), y = Norm(s): (dh, df, dweight, dbias) from ds and dy (either undefined).
 Grads add_norm(const at::Tensor& ds, const at::Tensor& dy, const at::Tensor& s, const at::Tensor& weight, double eps,

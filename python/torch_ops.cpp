@@ -29,6 +29,7 @@
 #include "addnorm/core/view.hpp"
 #include "addnorm/norm/add_norm.hpp"
 #include "addnorm/norm/batch_norm.hpp"
+#include "addnorm/norm/double_backward.hpp"
 #include "addnorm/norm/layer_norm.hpp"
 #include "addnorm/norm/rms_norm.hpp"
 #include "dispatch.hpp"
@@ -226,6 +227,9 @@ Tensor dense(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
 
 Tensor contiguous(const OptTensor& t) { return dense(given(t)); }
 
+// An optional argument from a tensor that may be undefined (a Function's inputs must be defined).
+OptTensor optional(const Tensor& t) { return t.defined() ? OptTensor(t) : OptTensor(); }
+
 // Large outputs are allocated as NumPy allocates its arrays: aligned as torch's own allocator
 // aligns (64 bytes), and from 4 MiB on advised onto transparent huge pages. torch's CPU allocator
 // (1.13) gives no such advice, and where the kernel's setting is "madvise" (Debian's default) a new
@@ -301,7 +305,113 @@ DropoutSpec saved_dropout(AutogradContext* ctx) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// LayerNorm
+// LayerNorm and RMSNorm
+
+// The backward kernels of LayerNorm (layer) or RMSNorm: {dx, dweight, dbias}, dweight when weight
+// is given and need_w, dbias when layer and need_b (undefined otherwise).
+variable_list norm_backward_kernels(const Tensor& dy_in, const Tensor& x_in, const Tensor& weight_in,
+                                    const Tensor& mean, const Tensor& rstd, bool layer, bool need_w, bool need_b) {
+  const Tensor x = x_in.contiguous(), weight = dense(weight_in), dy = dy_in.contiguous();
+  // LayerNorm's kernel computes dgamma (given gamma) and dbeta together; the one not asked for is dropped.
+  const bool params = layer ? need_w || need_b : need_w;
+  const Tensor dx = new_output(x);
+  const Tensor dw = new_param_grad(params && weight.defined(), x);
+  const Tensor db = new_param_grad(params && layer, x);
+  visit(dt_of(x.scalar_type()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (layer) {
+      layer_norm_backward<T>(out_view<T>(dx), out_span<T>(dw), out_span<T>(db), in_view<T>(dy), in_view<T>(x),
+                             in_span<stat_t<T>>(mean), in_span<stat_t<T>>(rstd), in_span<T>(weight));
+    } else {
+      rms_norm_backward<T>(out_view<T>(dx), out_span<T>(dw), in_view<T>(dy), in_view<T>(x), in_span<stat_t<T>>(rstd),
+                           in_span<T>(weight));
+    }
+  });
+  return {dx, need_w ? dw : Tensor(), need_b && layer ? db : Tensor()};
+}
+
+// The backward of LayerNorm (layer) or RMSNorm as a function autograd differentiates, for
+// create_graph (a gradient penalty): forward runs the backward kernels and returns dx, then dweight
+// and dbias where asked for (a Function's outputs must be defined tensors); backward runs the
+// double-backward kernels (addnorm/norm/double_backward.hpp), or, when autograd records that too (a
+// third derivative), their formula as torch ops (grad2::norm_double).
+struct NormBackwardFn : torch::autograd::Function<NormBackwardFn> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& dy, const Tensor& x, const OptTensor& weight_in,
+                               const OptTensor& mean_in, const Tensor& rstd, double eps, bool layer, bool need_w,
+                               bool need_b) {
+    ctx->set_materialize_grads(false);
+    const Tensor weight = given(weight_in), mean = given(mean_in);
+    ctx->save_for_backward({dy, x, weight, mean, rstd});
+    ctx->saved_data["eps"] = eps;
+    ctx->saved_data["layer"] = layer;
+    const variable_list g = norm_backward_kernels(dy, x, weight, mean, rstd, layer, need_w, need_b);
+    ctx->saved_data["dw"] = g[1].defined();
+    ctx->saved_data["db"] = g[2].defined();
+    variable_list out{g[0]};
+    for (size_t i = 1; i < 3; ++i)
+      if (g[i].defined()) out.push_back(g[i]);
+    return out;
+  }
+
+  // {dx, dweight, dbias} from forward's outputs (or their gradients), given which of dweight and
+  // dbias it returned (undefined where it did not).
+  static variable_list unpack(const variable_list& out, bool dw, bool db) {
+    const Tensor none;
+    return {out[0], dw ? out[1] : none, db ? out[1 + dw] : none};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads_in) {
+    const auto saved = ctx->get_saved_variables();
+    const Tensor &dy = saved[0], &x = saved[1], &weight = saved[2], &mean = saved[3], &rstd = saved[4];
+    const bool layer = ctx->saved_data["layer"].toBool();
+    const bool need_dy = ctx->needs_input_grad(0), need_x = ctx->needs_input_grad(1);
+    const bool need_w = needs_grad(ctx, 2, weight.defined());
+    variable_list out(9);  // one per argument of forward
+    if (!need_dy && !need_x && !need_w) return out;
+    const variable_list grads = unpack(grads_in, ctx->saved_data["dw"].toBool(), ctx->saved_data["db"].toBool());
+    const Tensor& ddb = grads[2];
+    if (recorded()) {
+      const grad2::Grads g = grad2::norm_double(grads[0], grads[1], ddb, dy, x, weight,
+                                                ctx->saved_data["eps"].toDouble(), layer, {need_dy, need_x, need_w});
+      std::copy(g.begin(), g.end(), out.begin());
+      return out;
+    }
+    const Tensor xc = x.contiguous(), dyc = dy.contiguous(), w = dense(weight);
+    const Tensor ddx = dense(grads[0]), ddw = dense(grads[1]), ddbc = dense(ddb);
+    const Tensor gdy = need_dy ? new_output(xc) : Tensor(), gx = need_x ? new_output(xc) : Tensor();
+    const Tensor gw = new_param_grad(need_w, xc);
+    visit(dt_of(xc.scalar_type()), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using S = stat_t<T>;
+      const auto view = [](const Tensor& t) { return t.defined() ? out_view<T>(t) : View2D<T>{}; };
+      const View2D<const T> u = ddx.defined() ? in_view<T>(ddx) : View2D<const T>{};
+      if (layer) {
+        layer_norm_double_backward<T>(view(gx), view(gdy), out_span<T>(gw), u, in_span<T>(ddw), in_span<T>(ddbc),
+                                      in_view<T>(dyc), in_view<T>(xc), in_span<S>(mean), in_span<S>(rstd),
+                                      in_span<T>(w));
+      } else {
+        rms_norm_double_backward<T>(view(gx), view(gdy), out_span<T>(gw), u, in_span<T>(ddw), in_view<T>(dyc),
+                                    in_view<T>(xc), in_span<S>(rstd), in_span<T>(w));
+      }
+    });
+    out[0] = gdy;
+    out[1] = gx;
+    out[2] = gw;
+    return out;
+  }
+};
+
+// The backward of LayerNorm (layer) or RMSNorm: the kernels, or under create_graph NormBackwardFn.
+variable_list norm_backward(AutogradContext* ctx, const Tensor& dy, const Tensor& mean, const Tensor& rstd, bool layer,
+                            bool need_w, bool need_b) {
+  const auto saved = ctx->get_saved_variables();
+  if (recorded()) {
+    return NormBackwardFn::unpack(NormBackwardFn::apply(dy, saved[0], optional(saved[1]), optional(mean), rstd,
+                                                        ctx->saved_data["eps"].toDouble(), layer, need_w, need_b),
+                                  need_w && saved[1].defined(), need_b && layer);
+  }
+  return norm_backward_kernels(dy, saved[0], saved[1], mean, rstd, layer, need_w, need_b);
+}
 
 struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x_in, const OptTensor& weight_in, const OptTensor& bias_in,
@@ -321,29 +431,12 @@ struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const Tensor &mean = saved[2], &rstd = saved[3];
     const bool need_x = ctx->needs_input_grad(0);
     const bool need_w = needs_grad(ctx, 1, saved[1].defined());
     const bool need_b = needs_grad(ctx, 1 + saved[1].defined(), ctx->saved_data["bias"].toBool());
     if (!need_x && !need_w && !need_b) return {Tensor(), Tensor(), Tensor(), Tensor()};
-    if (recorded()) {
-      grad2::Grads g = grad2::layer_norm(grads[0], saved[0], saved[1], ctx->saved_data["eps"].toDouble(), need_x,
-                                         need_w, need_b, true);
-      g.emplace_back();
-      return g;
-    }
-    const Tensor x = saved[0].contiguous(), weight = dense(saved[1]), dy = grads[0].contiguous();
-    // The kernel computes dgamma (given gamma) and dbeta together; the one not asked for is dropped.
-    const bool params = need_w || need_b;
-    const Tensor dx = new_output(x);
-    const Tensor dw = new_param_grad(params && weight.defined(), x);
-    const Tensor db = new_param_grad(params, x);
-    visit(dt_of(x.scalar_type()), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      layer_norm_backward<T>(out_view<T>(dx), out_span<T>(dw), out_span<T>(db), in_view<T>(dy), in_view<T>(x),
-                             in_span<stat_t<T>>(mean), in_span<stat_t<T>>(rstd), in_span<T>(weight));
-    });
-    return {need_x ? dx : Tensor(), need_w ? dw : Tensor(), need_b ? db : Tensor(), Tensor()};
+    const variable_list g = norm_backward(ctx, grads[0], saved[2], saved[3], true, need_w, need_b);
+    return {need_x ? g[0] : Tensor(), g[1], g[2], Tensor()};
   }
 };
 
@@ -382,24 +475,11 @@ struct RMSNormFn : torch::autograd::Function<RMSNormFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const Tensor& rstd = saved[2];
     const bool need_x = ctx->needs_input_grad(0);
     const bool need_w = needs_grad(ctx, 1, saved[1].defined());
     if (!need_x && !need_w) return {Tensor(), Tensor(), Tensor()};
-    if (recorded()) {
-      const grad2::Grads g = grad2::layer_norm(grads[0], saved[0], saved[1], ctx->saved_data["eps"].toDouble(), need_x,
-                                               need_w, false, false);
-      return {g[0], g[1], Tensor()};
-    }
-    const Tensor x = saved[0].contiguous(), weight = dense(saved[1]), dy = grads[0].contiguous();
-    const Tensor dx = new_output(x);
-    const Tensor dw = new_param_grad(need_w, x);
-    visit(dt_of(x.scalar_type()), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      rms_norm_backward<T>(out_view<T>(dx), out_span<T>(dw), in_view<T>(dy), in_view<T>(x), in_span<stat_t<T>>(rstd),
-                           in_span<T>(weight));
-    });
-    return {need_x ? dx : Tensor(), need_w ? dw : Tensor(), Tensor()};
+    const variable_list g = norm_backward(ctx, grads[0], Tensor(), saved[2], false, need_w, false);
+    return {need_x ? g[0] : Tensor(), g[1], Tensor()};
   }
 };
 

@@ -9,6 +9,7 @@
 #include "addnorm/io/csv.hpp"
 #include "addnorm/io/npy.hpp"
 #include "addnorm/norm/batch_norm.hpp"
+#include "addnorm/norm/double_backward.hpp"
 #include "addnorm/norm/layer_norm.hpp"
 #include "addnorm/norm/reference.hpp"
 #include "addnorm/norm/rms_norm.hpp"

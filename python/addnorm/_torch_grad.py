@@ -57,10 +57,41 @@ def norm(dy, x, weight, eps, layer):
     return dx, dw, db
 
 
-def layer_norm(dy, x, weight, eps, need_x, need_w, need_b, layer=True):
-    """LayerNorm's (or RMSNorm's) gradients (dx, dweight, dbias) in x's dtype, None where not needed."""
-    dx, dw, db = norm(dy, x, weight, eps, layer)
-    return _cast(dx, x.dtype, need_x), _cast(dw, x.dtype, need_w), _cast(db, x.dtype, need_b and layer)
+def norm_double(ddx, ddw, ddb, dy, x, weight, eps, layer, need_dy, need_x, need_w):
+    """LayerNorm's (layer) or RMSNorm's double backward as torch ops, for a third derivative: the
+    gradients (gdy, gx, gweight) of <ddx, dx> + <ddw, dweight> + <ddb, dbias> (each cotangent None:
+    zero) with respect to the first-order backward's inputs, in their dtypes, None where not needed.
+    The kernels' formula (include/addnorm/norm/double_backward.hpp), with the statistics
+    recomputed from x."""
+    c, xm, rstd = _centered(x, eps, layer)
+    xhat = xm * rstd
+    g0 = dy.to(c)
+    w = None if weight is None else weight.to(c)
+    g = g0 if w is None else g0 * w
+    u = torch.zeros_like(xhat) if ddx is None else ddx.to(c)
+    a = (g * xhat).mean(-1, keepdim=True)
+    b = (u * xhat).mean(-1, keepdim=True)
+    if layer:
+        q = rstd * (u - u.mean(-1, keepdim=True) - xhat * b)
+        s = (u * (g - g.mean(-1, keepdim=True))).mean(-1, keepdim=True)
+    else:
+        q = rstd * (u - xhat * b)
+        s = (u * g).mean(-1, keepdim=True)
+    gdy = q if w is None else q * w
+    cc = -rstd * (a * u + b * g)
+    if ddw is not None:
+        vw = ddw.to(c)
+        gdy = gdy + xhat * vw
+        cc = cc + vw * g0
+    if ddb is not None and layer:
+        gdy = gdy + ddb.to(c)
+    pc = cc - xhat * (cc * xhat).mean(-1, keepdim=True)
+    if layer:
+        pc = pc - cc.mean(-1, keepdim=True)
+    gx = rstd * pc - rstd * rstd * (s - a * b) * xhat
+    gw = None if w is None else _rows_sum(g0 * q)
+    return (_cast(gdy, dy.dtype, need_dy), _cast(gx, x.dtype, need_x),
+            _cast(gw, x.dtype, need_w and w is not None))
 
 
 def keep_scale(shape, dtype, p, seed, offset):

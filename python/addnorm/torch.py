@@ -22,9 +22,12 @@ Inputs have any leading shape ``(..., d)``; only the last dimension is normalize
 dtype.
 
 Double backward: where autograd records the backward (``create_graph=True``: a gradient penalty,
-a Hessian-vector product, MAML), it runs as differentiable torch ops (``_torch_grad``) instead of the
-kernels: the same gradients to rounding, differentiable to any order, but slower. Without
-``create_graph`` the backward is the kernels'.
+a Hessian-vector product, MAML), LayerNorm's and RMSNorm's backward is the kernels' still, as an
+autograd function whose own backward is the double-backward kernel
+(``addnorm/norm/double_backward.hpp``), and a third derivative its formula in torch ops. The other
+functions' backward runs as differentiable torch ops (``_torch_grad``) there: the same gradients to
+rounding, differentiable to any order, but slower. Without ``create_graph`` every backward is the
+kernels'.
 
 Forward-mode AD (``torch.autograd.forward_ad``, an input with a tangent): the forward then runs as
 differentiable torch ops too (after the kernels check the arguments on the primals, and update
@@ -145,6 +148,46 @@ def _tensor(a, dtype=None):
     return torch.from_numpy(a)
 
 
+class _NormBackwardFunction(torch.autograd.Function):
+    """LayerNorm's (layer) or RMSNorm's backward as a function autograd differentiates, for
+    create_graph (a gradient penalty): forward is the backward kernel, returning (dx, dweight, dbias),
+    None where not asked for; backward is the double-backward kernel, or, when autograd records that
+    too (a third derivative), its formula as torch ops (``_torch_grad.norm_double``)."""
+
+    @staticmethod
+    def forward(ctx, dy, x, weight, mean, rstd, eps, layer, need_w, need_b):
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(dy, x, weight, mean, rstd)
+        ctx.eps, ctx.layer = eps, layer
+        if layer:
+            dx, dw, db = _C.layer_norm_backward(_np(dy), _np(x), _np(mean), _np(rstd), _np(weight),
+                                                param_grads=bool(need_w or need_b))
+        else:
+            (dx, dw), db = _C.rms_norm_backward(_np(dy), _np(x), _np(rstd), _np(weight), param_grads=bool(need_w)), None
+        return (_tensor(dx, x.dtype), _tensor(dw, x.dtype) if need_w else None,
+                _tensor(db, x.dtype) if need_b and layer else None)
+
+    @staticmethod
+    def backward(ctx, ddx, ddw, ddb):
+        dy, x, weight, mean, rstd = ctx.saved_tensors
+        need_dy, need_x, need_w = ctx.needs_input_grad[:3]
+        if not (need_dy or need_x or need_w):
+            return (None,) * 9
+        ddb = ddb if ctx.layer else None
+        if torch.is_grad_enabled():  # a third derivative
+            gdy, gx, gw = _grad2.norm_double(ddx, ddw, ddb, dy, x, weight, ctx.eps, ctx.layer, need_dy, need_x,
+                                             need_w)
+            return (gdy, gx, gw) + (None,) * 6
+        needs = dict(need_x=bool(need_x), need_dy=bool(need_dy), need_gamma=bool(need_w))
+        if ctx.layer:
+            gx, gdy, gw = _C.layer_norm_double_backward(_np(ddx), _np(ddw), _np(ddb), _np(dy), _np(x), _np(mean),
+                                                        _np(rstd), _np(weight), **needs)
+        else:
+            gx, gdy, gw = _C.rms_norm_double_backward(_np(ddx), _np(ddw), _np(dy), _np(x), _np(rstd), _np(weight),
+                                                      **needs)
+        return (_tensor(gdy, x.dtype), _tensor(gx, x.dtype), _tensor(gw, x.dtype)) + (None,) * 6
+
+
 class _LayerNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, eps):
@@ -160,7 +203,8 @@ class _LayerNormFunction(torch.autograd.Function):
         if dy is None or not (need_x or need_w or need_b):
             return None, None, None, None
         if torch.is_grad_enabled():  # create_graph: a backward autograd can differentiate
-            return _grad2.layer_norm(dy, x, weight, ctx.eps, need_x, need_w, need_b) + (None,)
+            dx, dw, db = _NormBackwardFunction.apply(dy, x, weight, mean, rstd, ctx.eps, True, need_w, need_b)
+            return dx if need_x else None, dw, db, None
         dx, dw, db = _C.layer_norm_backward(_np(dy), _np(x), _np(mean), _np(rstd), _np(weight),
                                             param_grads=bool(need_w or need_b))
         return (_tensor(dx, x.dtype) if need_x else None, _tensor(dw, x.dtype) if need_w else None,
@@ -182,7 +226,8 @@ class _RMSNormFunction(torch.autograd.Function):
         if dy is None or not (need_x or need_w):
             return None, None, None
         if torch.is_grad_enabled():  # create_graph
-            return _grad2.layer_norm(dy, x, weight, ctx.eps, need_x, need_w, False, layer=False)[:2] + (None,)
+            dx, dw, _ = _NormBackwardFunction.apply(dy, x, weight, None, rstd, ctx.eps, False, need_w, False)
+            return dx if need_x else None, dw, None
         dx, dw = _C.rms_norm_backward(_np(dy), _np(x), _np(rstd), _np(weight), param_grads=bool(need_w))
         return _tensor(dx, x.dtype) if need_x else None, _tensor(dw, x.dtype) if need_w else None, None
 

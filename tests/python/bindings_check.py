@@ -17,6 +17,8 @@ Checks (fixed seeds; one line per group; exits 1 listing every failure, 0 when a
   - dropout_keep bit for bit against Philox4x32-10 written here in NumPy (checked on Random123's
     known answers), keep rate within 5 standard deviations on 1e6 elements, p = 0 and p = 1;
   - the seeds' worked examples; every backward by central differences (f64, h = 1e-6);
+  - the double backward (layer_norm_double_backward, rms_norm_double_backward) by central
+    differences of the backward, and every dtype against the f64 kernel on the same inputs;
   - out=: LayerNorm's and RMSNorm's y and dx written into the caller's array (also in place),
     with the bits of new arrays; a wrong out raises;
   - dgamma/dbeta bitwise equal for 1, 2 and 3 threads; every SIMD target; None for parameter
@@ -664,6 +666,75 @@ def g_finite_differences():
               np.array([addnorm.rezero_backward(v, f, a[0], p=0.3, seed=9)[2]])])
 
 
+def g_double_backward():
+    """layer_norm_double_backward / rms_norm_double_backward: finite differences of the backward
+    (f64), every dtype against the f64 kernel on the same storage-rounded inputs, None for outputs
+    not asked for, ddx None = zeros, and the errors."""
+    r = np.random.default_rng(78)
+    x, dy, u = r.standard_normal((3, 5)) * 1.5 + 0.3, r.standard_normal((3, 5)), r.standard_normal((3, 5))
+    g, vw, vb = 1 + 0.3 * r.standard_normal(5), r.standard_normal(5), r.standard_normal(5)
+
+    def ln_loss():
+        _, mean, rstd = addnorm.layer_norm_forward(x, g)
+        dx, dg, db = addnorm.layer_norm_backward(dy, x, mean, rstd, g)
+        return np.sum(u * dx) + np.sum(vw * dg) + np.sum(vb * db)
+
+    def rms_loss():
+        _, rstd = addnorm.rms_norm_forward(x, g)
+        dx, dg = addnorm.rms_norm_backward(dy, x, rstd, g)
+        return np.sum(u * dx) + np.sum(vw * dg)
+    _, mean, rstd = addnorm.layer_norm_forward(x, g)
+    gx, gdy, gg = addnorm.layer_norm_double_backward(u, vw, vb, dy, x, mean, rstd, g)
+    fd_check('layer_norm double backward', ln_loss, [x, dy, g], [gx, gdy, gg])
+    _, rstd1 = addnorm.rms_norm_forward(x, g)
+    gx, gdy, gg = addnorm.rms_norm_double_backward(u, vw, dy, x, rstd1, g)
+    fd_check('rms_norm double backward', rms_loss, [x, dy, g], [gx, gdy, gg])
+
+    for dt in DTYPES:
+        for layer in (True, False):
+            kind = 'layer' if layer else 'rms'
+            xs, dys, us = randn((7, 96), dt, 2.0, 0.5), randn((7, 96), dt), randn((7, 96), dt)
+            gs, vws, vbs = randn(96, dt, 0.3, 1.0), randn(96, dt), randn(96, dt)
+            x64, dy64, u64, g64, vw64, vb64 = (val(a).astype(np.float64) for a in (xs, dys, us, gs, vws, vbs))
+            if layer:
+                _, m, rs = addnorm.layer_norm_forward(xs, gs)
+                _, m64, rs64 = addnorm.layer_norm_forward(x64, g64)
+                got = addnorm.layer_norm_double_backward(us, vws, vbs, dys, xs, m, rs, gs)
+                ref = addnorm.layer_norm_double_backward(u64, vw64, vb64, dy64, x64, m64, rs64, g64)
+            else:
+                _, rs = addnorm.rms_norm_forward(xs, gs)
+                _, rs64 = addnorm.rms_norm_forward(x64, g64)
+                got = addnorm.rms_norm_double_backward(us, vws, dys, xs, rs, gs)
+                ref = addnorm.rms_norm_double_backward(u64, vw64, dy64, x64, rs64, g64)
+            for name, a, b, tol in zip(('gx', 'gdy', 'ggamma'), got, ref, (4, 1, 1 + math.sqrt(7) / 8)):
+                check(f'{kind}_norm_double_backward {dt} {name}', a, b.astype(LD), dt, TOL[dt] * tol)
+            if layer:
+                none = addnorm.layer_norm_double_backward(None, None, None, dys, xs, m, rs, None, need_x=False)
+                zero = addnorm.layer_norm_double_backward(np.zeros_like(us), None, None, dys, xs, m, rs, None,
+                                                          need_x=False)
+            else:
+                none = addnorm.rms_norm_double_backward(None, None, dys, xs, rs, None, need_x=False)
+                zero = addnorm.rms_norm_double_backward(np.zeros_like(us), None, dys, xs, rs, None, need_x=False)
+            expect_none(f'{kind} gx with need_x=False', none[0])
+            expect_none(f'{kind} ggamma without gamma', none[2])
+            same(f'{kind} ddx None and zeros', none, zero)
+
+    xf, gf = randn((5, 4), 'f32'), randn(4, 'f32')
+    _, mean, rstd = addnorm.layer_norm_forward(xf, gf)
+    an = addnorm
+    for fn, exc, thunk, what in [
+            ('layer_norm_double_backward', ValueError,
+             lambda: an.layer_norm_double_backward(xf[:, :3], None, None, xf, xf, mean, rstd), 'ddx (5, 3)'),
+            ('layer_norm_double_backward', TypeError,
+             lambda: an.layer_norm_double_backward(None, gf.astype(np.float64), None, xf, xf, mean, rstd),
+             'f64 ddgamma'),
+            ('layer_norm_double_backward', TypeError,
+             lambda: an.layer_norm_double_backward(None, None, None, xf, xf, None, rstd), 'mean None'),
+            ('rms_norm_double_backward', ValueError,
+             lambda: an.rms_norm_double_backward(None, None, xf, xf, rstd[:4]), 'rstd (4,)')]:
+        expect_error(fn, exc, thunk, what)
+
+
 def g_errors():
     x, g = randn((5, 4), 'f32'), randn(4, 'f32')
     _, mean, rstd = addnorm.layer_norm_forward(x, g)
@@ -793,7 +864,7 @@ def g_out():
 GROUPS = [('worked examples', g_worked_examples), ('layer_norm / rms_norm', g_row_norms), ('add_norm', g_add_norm),
           ('batch_norm', g_batch_norm), ('rezero', g_rezero), ('dropout_keep / Philox', g_dropout),
           ('non-contiguous inputs', g_noncontiguous), ('out=', g_out), ('rows = 0', g_empty), ('threads', g_threads), ('simd targets', g_simd),
-          ('finite differences', g_finite_differences), ('errors', g_errors)]
+          ('finite differences', g_finite_differences), ('double backward', g_double_backward), ('errors', g_errors)]
 
 
 def main():

@@ -141,6 +141,10 @@ template <class T>
 T sentinel() {
   if constexpr (std::is_same_v<T, float>) {
     return std::bit_cast<float>(uint32_t{0x7fc0dead});
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    return std::bit_cast<bf16>(uint16_t{0x7fad});  // a quiet NaN with a payload
+  } else if constexpr (std::is_same_v<T, f16>) {
+    return std::bit_cast<f16>(uint16_t{0x7ead});
   } else {
     return std::bit_cast<double>(uint64_t{0x7ff80000deadbeefULL});
   }
@@ -211,9 +215,10 @@ class Matrix {
       const int64_t rel = i - first_;
       const bool element = rel >= 0 && rel < rows_ * stride_ && rel % stride_ < cols_;
       if (!element && !same_bits(buf_[static_cast<size_t>(i)], s))
-        return ::testing::AssertionFailure() << what << ": storage slot " << rel << " relative to the first element "
-                                             << "(outside the " << rows_ << " x " << cols_ << " view, stride "
-                                             << stride_ << ") was written: " << buf_[static_cast<size_t>(i)];
+        return ::testing::AssertionFailure()
+               << what << ": storage slot " << rel << " relative to the first element "
+               << "(outside the " << rows_ << " x " << cols_ << " view, stride " << stride_
+               << ") was written: " << static_cast<double>(buf_[static_cast<size_t>(i)]);
     }
     return ::testing::AssertionSuccess();
   }

@@ -160,6 +160,65 @@ Backward rms_norm_backward(View2D<const T> dy, View2D<const T> x, std::span<cons
   return b;
 }
 
+// Double backward of LayerNorm (layer) or RMSNorm: the gradients of
+// L2 = <ddx, dx> + <ddgamma, dgamma> + <ddbeta, dbeta> of the backward's outputs with respect to its
+// inputs x, dy and gamma (double_backward.hpp states the derivative), the statistics recomputed
+// from x in double; ddx, ddgamma, ddbeta empty = zero (ddbeta ignored for RMSNorm). Each mean is its
+// own pass, unlike the fast kernel's one pass of sums.
+struct DoubleBackward {
+  std::vector<double> gx, gdy, ggamma;  // (rows, d), (rows, d), (d)
+};
+
+template <class T>
+DoubleBackward norm_double_backward(View2D<const T> ddx, std::span<const T> ddgamma, std::span<const T> ddbeta,
+                                    View2D<const T> dy, View2D<const T> x, std::span<const T> gamma, double eps,
+                                    bool layer) {
+  constexpr const char* fn = "ref::norm_double_backward";
+  require(dy.rows() == x.rows() && dy.cols() == x.cols(), fn, "dy and x shapes differ");
+  require(ddx.empty() || (ddx.rows() == x.rows() && ddx.cols() == x.cols()), fn, "ddx and x shapes differ");
+  const Forward f = layer ? layer_norm_forward<T>(x, gamma, {}, eps) : rms_norm_forward<T>(x, gamma, eps);
+  const int64_t n = x.rows(), d = x.cols();
+  detail::check_param(ddgamma, d, fn, "ddgamma");
+  detail::check_param(ddbeta, d, fn, "ddbeta");
+  const double nd = static_cast<double>(d);
+  DoubleBackward out{std::vector<double>(n * d), std::vector<double>(n * d), std::vector<double>(d)};
+  std::vector<double> xh(d), u(d), g(d), dyr(d), c(d);
+  // P(v) = v - mean(v) - x_hat * mean(v * x_hat) (RMSNorm: without mean(v)), in place.
+  const auto project = [&](std::vector<double>& v) {
+    double mv = 0, mvx = 0;
+    for (int64_t i = 0; i < d; ++i) mv += v[i] / nd;
+    for (int64_t i = 0; i < d; ++i) mvx += v[i] * xh[i] / nd;
+    for (int64_t i = 0; i < d; ++i) v[i] = v[i] - (layer ? mv : 0.0) - xh[i] * mvx;
+  };
+  for (int64_t r = 0; r < n; ++r) {
+    const double rs = f.rstd[r];
+    for (int64_t i = 0; i < d; ++i) {
+      xh[i] = f.x_hat[r * d + i];
+      dyr[i] = static_cast<double>(dy(r, i));
+      u[i] = ddx.empty() ? 0.0 : static_cast<double>(ddx(r, i));
+      g[i] = dyr[i] * detail::at(gamma, i, 1.0);
+    }
+    double a = 0, b = 0, mg = 0;
+    for (int64_t i = 0; i < d; ++i) a += g[i] * xh[i] / nd;
+    for (int64_t i = 0; i < d; ++i) b += u[i] * xh[i] / nd;
+    for (int64_t i = 0; i < d; ++i) mg += layer ? g[i] / nd : 0.0;
+    double s = 0;
+    for (int64_t i = 0; i < d; ++i) s += u[i] * (g[i] - mg) / nd;
+    for (int64_t i = 0; i < d; ++i) c[i] = detail::at(ddgamma, i, 0.0) * dyr[i] - rs * (a * u[i] + b * g[i]);
+    std::vector<double> q = u;
+    project(q);
+    project(c);
+    for (int64_t i = 0; i < d; ++i) {
+      q[i] *= rs;
+      out.gdy[r * d + i] = detail::at(gamma, i, 1.0) * q[i] + xh[i] * detail::at(ddgamma, i, 0.0) +
+                           (layer ? detail::at(ddbeta, i, 0.0) : 0.0);
+      out.ggamma[i] += dyr[i] * q[i];
+      out.gx[r * d + i] = rs * c[i] - rs * rs * (s - a * b) * xh[i];
+    }
+  }
+  return out;
+}
+
 // BatchNorm in training mode: statistics of each column over the valid rows (mask nonzero, empty
 // mask = all rows). Padding rows get y = x_hat = 0. mean/var/rstd are per column.
 template <class T>
