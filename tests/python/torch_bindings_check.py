@@ -566,6 +566,19 @@ def g_backends(g):
         second = torch.autograd.grad(sum(t.float().pow(2).sum() for t in first), ins, allow_unused=True)
         return [t.detach() for t in first] + list(second)
 
+    def run3(backend, fn, inputs, grad_mask, out_grads):
+        """Third order: the second-order gradients under create_graph (LayerNorm's and RMSNorm's
+        double backward as torch ops), then the gradients of sum(second ** 2)."""
+        at.set_backend(backend)
+        ins = [leaf(t) for t, m in zip(inputs, grad_mask) if m]
+        it = iter(ins)
+        out = fn(*[t if not m else next(it) for t, m in zip(inputs, grad_mask)])
+        first = torch.autograd.grad(out, ins, out_grads[0], create_graph=True)
+        second = [t for t in torch.autograd.grad(sum(t.float().pow(2).sum() for t in first), ins, create_graph=True,
+                                                 allow_unused=True) if t is not None]  # none for the bias
+        third = torch.autograd.grad(sum(t.float().pow(2).sum() for t in second), ins, allow_unused=True)
+        return [t.detach() for t in list(first) + second] + list(third)
+
     def same(what, fn, inputs, grad_mask, out_grads, runner=None):
         runner = runner or run
         a = runner("cpp", fn, inputs, grad_mask, out_grads)
@@ -607,10 +620,14 @@ def g_backends(g):
             call = lambda h, f, a: at.rezero(h, f, a, p=0.25, seed=13, offset=4)  # noqa: E731
             same(f"rezero {tag}", call, (x, f, a), (1, 1, 1), (ds,))
             same(f"rezero {tag} a only", call, (x, f, a), (0, 0, 1), (ds,))
-            # create_graph (double backward): the torch-ops backward of each backend
+            # create_graph (double backward): LayerNorm's and RMSNorm's double-backward kernels, the
+            # torch-ops backward of the others; a third order, LayerNorm's and RMSNorm's torch ops
             tag = f"create_graph {tag}"
             same(f"layer_norm {tag}", lambda x, w, b: at.layer_norm(x, w, b), (x, w, b), (1, 1, 1), (dy,), run2)
             same(f"rms_norm {tag}", lambda x, w: at.rms_norm(x, w), (x, w), (1, 1), (dy,), run2)
+            same(f"layer_norm third order {tag}", lambda x, w, b: at.layer_norm(x, w, b), (x, w, b), (1, 1, 1), (dy,),
+                 run3)
+            same(f"rms_norm third order {tag}", lambda x, w: at.rms_norm(x, w), (x, w), (1, 1), (dy,), run3)
             for kind in ["layer", "rms"]:
                 bias = b if kind == "layer" else None
                 call = lambda h, f, w, b, kind=kind: at.add_norm(h, f, w, b, kind=kind, alpha=0.7, p=0.25,  # noqa

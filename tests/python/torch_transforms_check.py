@@ -11,8 +11,10 @@ Groups (one line each; exits 1 listing every failure, 0 when all pass), each onc
               (layer_norm, rms_norm, add_norm with and without dropout and with only s or y used,
               batch_norm training, masked and eval, rezero); a gradient penalty and its gradients
               against PyTorch's functions (F.layer_norm, F.batch_norm, the others written in torch
-              ops); a third derivative of layer_norm against LayerNorm in torch ops; the first-order
-              gradients under create_graph against the kernels' (float32, bfloat16, float16).
+              ops); third derivatives of layer_norm and rms_norm (x and weight) against the same in
+              torch ops; a penalty's gradients in float32, bfloat16 and float16 against float64's;
+              the first-order gradients under create_graph against the kernels' (float32,
+              bfloat16, float16).
   forward AD  torch.autograd.forward_ad: primals and tangents against PyTorch's (F.layer_norm,
               F.batch_norm training, eval and masked, the others written in torch ops) in float64,
               a Hessian-vector product (forward over reverse), bf16/f16 tangents, running
@@ -131,17 +133,47 @@ def g_double_backward(g):
 
     # Third order, against LayerNorm written out in torch ops (PyTorch 1.13's F.layer_norm gives a
     # wrong third derivative: 445 where the exact one is 0, by LayerNorm's invariance to shifts).
-    def third(fn):
-        xl = leaf(x)
-        y = fn(xl)
-        g1 = torch.autograd.grad((y ** 3).sum(), xl, create_graph=True)[0]
-        g2 = torch.autograd.grad((g1 ** 2).sum(), xl, create_graph=True)[0]
-        return torch.autograd.grad((g2 * randn(shape, 440, d64)).sum(), xl)[0]
+    # The second order under create_graph is the double-backward formula in torch ops
+    # (_torch_grad.norm_double), differentiated once more; here with respect to x and the weight.
+    def third(fn, params):
+        ins = [leaf(x)] + [leaf(p) for p in params]
+        y = fn(*ins)
+        g1 = torch.autograd.grad((y ** 3).sum(), ins, create_graph=True)
+        g2 = torch.autograd.grad(sum((t ** 2).sum() for t in g1), ins, create_graph=True)
+        return torch.autograd.grad(sum((t * randn(t.shape, 440 + i, d64)).sum() for i, t in enumerate(g2)), ins)
 
-    def ln_ops(x):
+    def ln_ops(x, w, b):
         xm = x - x.mean(-1, keepdim=True)
         return xm / torch.sqrt(xm.pow(2).mean(-1, keepdim=True) + 1e-5) * w + b
-    close(g, "layer_norm third order", third(lambda x: at.layer_norm(x, w, b)), third(ln_ops), 1e-9)
+    for i, (a, r) in enumerate(zip(third(at.layer_norm, (w, b)), third(ln_ops, (w, b)))):
+        close(g, f"layer_norm third order [{i}]", a, r, 1e-9)
+    for i, (a, r) in enumerate(zip(third(at.layer_norm, ()), third(lambda x: ln_ops(x, 1.0, 0.0), ()))):
+        close(g, f"layer_norm third order, no weight [{i}]", a, r, 1e-9)
+    for i, (a, r) in enumerate(zip(third(at.rms_norm, (w,)), third(rms_ref, (w,)))):
+        close(g, f"rms_norm third order [{i}]", a, r, 1e-9)
+
+    # The second order of 16-bit and float32 data (the double-backward kernels, math in f32) against
+    # float64's: the gradients of the penalty sum((dL/dx) ** 2), L = sum(r * y), within a few units
+    # of the dtype's rounding.
+    def penalty_grads(fn, inputs):
+        ins = [leaf(t) for t in inputs]
+        y = fn(*ins)
+        gx = torch.autograd.grad((y * randn(y.shape, 453, y.dtype)).sum(), ins[0], create_graph=True)[0]
+        gx.pow(2).sum().backward()
+        return [t.grad for t in ins]
+
+    for dt, tol in [(torch.float32, 1e-5), (torch.bfloat16, 4 * 2 ** -8), (torch.float16, 4 * 2 ** -11)]:
+        shape, d = (8, 96), 96
+        x16, w16, b16 = randn(shape, 450, dt, 2.0, 0.5), randn((d,), 451, dt, 1.0, 1.0), randn((d,), 452, dt)
+        for name, fn, inputs in [("layer_norm", at.layer_norm, (x16, w16, b16)), ("rms_norm", at.rms_norm, (x16, w16))]:
+            got = penalty_grads(fn, inputs)
+            ref = penalty_grads(fn, [t.double() for t in inputs])
+            for i, (a, r) in enumerate(zip(got, ref)):
+                if r is None:  # the bias: no path from the penalty
+                    g.check(a is None, f"{dt} {name} penalty grad [{i}]: not None")
+                    continue
+                g.check(a.dtype == dt, f"{dt} {name} penalty grad [{i}]: dtype {a.dtype}")
+                close(g, f"{dt} {name} penalty grad [{i}]", a.double(), r, tol)
 
     # The first-order gradients under create_graph agree with the kernels' (float32; 16-bit dtypes
     # against the float32 kernels' within a few ulps of the dtype).
