@@ -25,6 +25,7 @@
 #include "addnorm/core/view.hpp"
 #include "addnorm/norm/add_norm.hpp"
 #include "addnorm/norm/batch_norm.hpp"
+#include "addnorm/norm/double_backward.hpp"
 #include "addnorm/norm/layer_norm.hpp"
 #include "addnorm/norm/rms_norm.hpp"
 #include "bench_common.hpp"
@@ -159,6 +160,21 @@ std::vector<Kernel<T>> kernels() {
   if constexpr (K::rms_norm_backward) {
     ks.push_back({"rms_norm_bwd_dx", 3 * e, {2, 1}, [](Data<T>& w) {
                     rms_norm_backward_dx<T>(w.view(w.out1), w.cview(w.b), w.cview(w.a), w.r(), w.gamma.cspan());
+                  }});
+  }
+  if constexpr (K::layer_norm_double_backward) {
+    // gx, gdy, ggamma from ddx = c, ddgamma = gamma, ddbeta = beta, dy = b, x = a: reads three
+    // arrays, writes two.
+    ks.push_back({"layer_norm_double_bwd", 5 * e, {3, 2}, [](Data<T>& w) {
+                    layer_norm_double_backward<T>(w.view(w.out1), w.view(w.out2), w.dgamma.span(), w.cview(w.c),
+                                                  w.gamma.cspan(), w.beta.cspan(), w.cview(w.b), w.cview(w.a), w.m(),
+                                                  w.r(), w.gamma.cspan());
+                  }});
+  }
+  if constexpr (K::rms_norm_double_backward) {
+    ks.push_back({"rms_norm_double_bwd", 5 * e, {3, 2}, [](Data<T>& w) {
+                    rms_norm_double_backward<T>(w.view(w.out1), w.view(w.out2), w.dgamma.span(), w.cview(w.c),
+                                                w.gamma.cspan(), w.cview(w.b), w.cview(w.a), w.r(), w.gamma.cspan());
                   }});
   }
   if constexpr (K::batch_norm_forward) {

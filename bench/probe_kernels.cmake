@@ -7,7 +7,8 @@
 cmake_minimum_required(VERSION 3.25)
 
 set(kKernels layer_norm_forward layer_norm_backward rms_norm_forward rms_norm_backward batch_norm_forward
-             batch_norm_backward add_norm_forward add_norm_backward rezero_forward rezero_backward)
+             batch_norm_backward add_norm_forward add_norm_backward rezero_forward rezero_backward
+             layer_norm_double_backward rms_norm_double_backward)
 # Fused kernels with an f32 residual stream for 16-bit data: <T, float>, as <kernel>_f32_stream.
 set(kStreamKernels add_norm_forward add_norm_backward)
 # C++ type and the name nm prints for it.
