@@ -1,6 +1,7 @@
 // The double backward of LayerNorm and RMSNorm (double_backward.hpp): the f64 reference against
 // central finite differences of the reference backward; the kernels (f32, f64, bf16, f16) against
-// the reference over a shape sweep, strided and misaligned layouts, and every absent argument;
+// the reference over a shape sweep, strided and misaligned layouts, and every absent argument, on
+// every SIMD target;
 // ggamma's accumulation (+=) and its bits for any thread count; the argument errors.
 #include <gtest/gtest.h>
 
@@ -267,10 +268,17 @@ void sweep(Shape s) {
   }
 }
 
-TEST_P(NormDoubleBackwardSweep, F32) { sweep<float>(GetParam()); }
-TEST_P(NormDoubleBackwardSweep, F64) { sweep<double>(GetParam()); }
-TEST_P(NormDoubleBackwardSweep, BF16) { sweep<addnorm::bf16>(GetParam()); }
-TEST_P(NormDoubleBackwardSweep, F16) { sweep<addnorm::f16>(GetParam()); }
+// Shapes up to 50000 elements run on every SIMD target the CPU supports, larger ones on the default.
+template <class T>
+void sweep_targets(Shape s) {
+  if (s.rows * s.d > 50000) return sweep<T>(s);
+  addnorm::testing::for_each_simd_target([&] { sweep<T>(s); });
+}
+
+TEST_P(NormDoubleBackwardSweep, F32) { sweep_targets<float>(GetParam()); }
+TEST_P(NormDoubleBackwardSweep, F64) { sweep_targets<double>(GetParam()); }
+TEST_P(NormDoubleBackwardSweep, BF16) { sweep_targets<addnorm::bf16>(GetParam()); }
+TEST_P(NormDoubleBackwardSweep, F16) { sweep_targets<addnorm::f16>(GetParam()); }
 
 std::vector<Shape> sweep_shapes() {
   std::vector<Shape> out;
