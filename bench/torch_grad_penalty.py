@@ -5,12 +5,13 @@ Usage: PYTHONPATH=build/release/python bench/torch_grad_penalty.py [--threads 2]
 
 One step: y = Norm(x) with x, weight and bias requiring grad; g = dL/dx of L = sum(r * y) with
 create_graph=True; then (sum(g ** 2) + sum(y)).backward(), a gradient penalty as in WGAN-GP.
-Under create_graph addnorm.torch's LayerNorm and RMSNorm run their backward kernel as an autograd
-function whose backward is the double-backward kernel; BatchNorm's backward runs as differentiable
-torch ops (python/README.md, "Double backward"). PyTorch's LayerNorm and BatchNorm run a fused
-kernel with a hand-derived double backward. Norms: LayerNorm (torch: F.layer_norm), RMSNorm (torch:
-written out in torch ops; 1.13 has none) and BatchNorm in training (torch: F.batch_norm); shapes
-32 x 1024 and 8192 x 768, f32. Alternated rounds; prints the median step time of each and torch's over
+Under create_graph addnorm.torch's LayerNorm and RMSNorm (also inside add_norm) run their backward
+kernel as an autograd function whose backward is the double-backward kernel; BatchNorm's backward
+runs as differentiable torch ops (python/README.md, "Double backward"). PyTorch's LayerNorm and
+BatchNorm run a fused kernel with a hand-derived double backward. Norms: LayerNorm (torch:
+F.layer_norm), RMSNorm (torch: written out in torch ops; 1.13 has none), add_norm's y with f = x / 2
+(torch: F.layer_norm(x + x / 2)) and BatchNorm in training (torch: F.batch_norm); shapes 32 x 1024
+and 8192 x 768, f32. Alternated rounds; prints the median step time of each and torch's over
 addnorm's (above 1: addnorm faster). The two penalties' gradients are checked to agree first (to
 1e-3 relative, or the script exits 1); --check-only stops there (ctest bench_torch_grad_penalty_smoke).
 """
@@ -47,6 +48,8 @@ def main():
              lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b)),
             ("rms_norm", lambda x, w, b: at.rms_norm(x, w),
              lambda x, w, b: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w),
+            ("add_norm", lambda x, w, b: at.add_norm(x, 0.5 * x, w, b)[1],
+             lambda x, w, b: F.layer_norm(x + 0.5 * x, x.shape[-1:], w, b)),
             ("batch_norm", lambda x, w, b: at.batch_norm(x, None, None, w, b),
              lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True))]:
         for rows, d in [(32, 1024), (8192, 768)]:

@@ -106,6 +106,16 @@ Grads add_norm(const Tensor& ds, const Tensor& dy_in, const Tensor& s, const Ten
           cast(n[2], f_dtype, need[3] && layer)};
 }
 
+Grads add_norm_residual(const Tensor& ds, const Tensor& dn, const Tensor& s, double alpha, const DropoutSpec& dropout,
+                        ScalarType h_dtype, ScalarType f_dtype, std::array<bool, 2> need) {
+  const ScalarType c = stat_type(s.scalar_type());
+  const Tensor dnc = dn.to(c);
+  const Tensor total = ds.defined() ? dnc + ds.to(c) : dnc;
+  const Tensor ks = keep_scale(s, c, dropout);
+  const Tensor df = ks.defined() ? total * ks : total;
+  return {cast(total * alpha, h_dtype, need[0]), cast(df, f_dtype, need[1])};
+}
+
 Grads rezero(const Tensor& ds, const Tensor& f, const Tensor& a, const DropoutSpec& dropout, std::array<bool, 3> need) {
   const ScalarType c = stat_type(f.scalar_type());
   const Tensor ks = keep_scale(f, c, dropout);

@@ -401,16 +401,16 @@ struct NormBackwardFn : torch::autograd::Function<NormBackwardFn> {
   }
 };
 
-// The backward of LayerNorm (layer) or RMSNorm: the kernels, or under create_graph NormBackwardFn.
-variable_list norm_backward(AutogradContext* ctx, const Tensor& dy, const Tensor& mean, const Tensor& rstd, bool layer,
-                            bool need_w, bool need_b) {
-  const auto saved = ctx->get_saved_variables();
+// The backward of LayerNorm (layer) or RMSNorm of x: the kernels, or under create_graph
+// NormBackwardFn. {dx, dweight, dbias}, as norm_backward_kernels.
+variable_list norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                            const Tensor& rstd, double eps, bool layer, bool need_w, bool need_b) {
   if (recorded()) {
-    return NormBackwardFn::unpack(NormBackwardFn::apply(dy, saved[0], optional(saved[1]), optional(mean), rstd,
-                                                        ctx->saved_data["eps"].toDouble(), layer, need_w, need_b),
-                                  need_w && saved[1].defined(), need_b && layer);
+    return NormBackwardFn::unpack(
+        NormBackwardFn::apply(dy, x, optional(weight), optional(mean), rstd, eps, layer, need_w, need_b),
+        need_w && weight.defined(), need_b && layer);
   }
-  return norm_backward_kernels(dy, saved[0], saved[1], mean, rstd, layer, need_w, need_b);
+  return norm_backward_kernels(dy, x, weight, mean, rstd, layer, need_w, need_b);
 }
 
 struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
@@ -435,7 +435,8 @@ struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
     const bool need_w = needs_grad(ctx, 1, saved[1].defined());
     const bool need_b = needs_grad(ctx, 1 + saved[1].defined(), ctx->saved_data["bias"].toBool());
     if (!need_x && !need_w && !need_b) return {Tensor(), Tensor(), Tensor(), Tensor()};
-    const variable_list g = norm_backward(ctx, grads[0], saved[2], saved[3], true, need_w, need_b);
+    const variable_list g = norm_backward(grads[0], saved[0], saved[1], saved[2], saved[3],
+                                          ctx->saved_data["eps"].toDouble(), true, need_w, need_b);
     return {need_x ? g[0] : Tensor(), g[1], g[2], Tensor()};
   }
 };
@@ -478,7 +479,8 @@ struct RMSNormFn : torch::autograd::Function<RMSNormFn> {
     const bool need_x = ctx->needs_input_grad(0);
     const bool need_w = needs_grad(ctx, 1, saved[1].defined());
     if (!need_x && !need_w) return {Tensor(), Tensor(), Tensor()};
-    const variable_list g = norm_backward(ctx, grads[0], Tensor(), saved[2], false, need_w, false);
+    const variable_list g = norm_backward(grads[0], saved[0], saved[1], Tensor(), saved[2],
+                                          ctx->saved_data["eps"].toDouble(), false, need_w, false);
     return {need_x ? g[0] : Tensor(), g[1], Tensor()};
   }
 };
@@ -541,9 +543,17 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
     options.dropout = saved_dropout(ctx);
     const auto f_dtype = static_cast<ScalarType>(ctx->saved_data["f_dtype"].toInt());
     if (recorded()) {
-      grad2::Grads g =
-          grad2::add_norm(ds_in, dy_in, s, saved[1], ctx->saved_data["eps"].toDouble(), options.kind == NormKind::layer,
-                          options.alpha, options.dropout, s.scalar_type(), f_dtype, {need_h, need_f, need_w, need_b});
+      const bool layer = options.kind == NormKind::layer;
+      const double eps = ctx->saved_data["eps"].toDouble();
+      if (dy_in.defined() && s.scalar_type() == f_dtype) {
+        // The norm's part by its kernels (NormBackwardFn, as in layer_norm), the residual's in torch ops.
+        const variable_list n = norm_backward(dy_in, s, saved[1], mean, rstd, eps, layer, need_w, need_b && layer);
+        const grad2::Grads g = grad2::add_norm_residual(ds_in, n[0], s, options.alpha, options.dropout, s.scalar_type(),
+                                                        f_dtype, {need_h, need_f});
+        return {g[0], g[1], n[1], n[2], Tensor()};
+      }
+      grad2::Grads g = grad2::add_norm(ds_in, dy_in, s, saved[1], eps, layer, options.alpha, options.dropout,
+                                       s.scalar_type(), f_dtype, {need_h, need_f, need_w, need_b});
       g.emplace_back();
       return g;
     }

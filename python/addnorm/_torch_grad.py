@@ -116,6 +116,17 @@ def add_norm(ds, dy, s, weight, eps, layer, alpha, p, seed, offset, h_dtype, f_d
             _cast(db, f_dtype, need[3] and layer))
 
 
+def add_norm_residual(ds, dn, s, alpha, p, seed, offset, h_dtype, f_dtype, need):
+    """(dh, df) of s = alpha * h + Dropout(f), given the gradient ds of s (None: zero) and dn, the
+    norm's backward from y (LayerNorm's or RMSNorm's backward kernel, as its Function), in s's math
+    dtype; None where not needed (need: two flags)."""
+    c = _compute(s.dtype)
+    total = dn.to(c) if ds is None else dn.to(c) + ds.to(c)
+    ks = keep_scale(s.shape, c, p, seed, offset)
+    df = total if ks is None else total * ks
+    return _cast(total * alpha, h_dtype, need[0]), _cast(df, f_dtype, need[1])
+
+
 def rezero(ds, f, a, p, seed, offset, need):
     """Gradients (dh, df, da) of s = h + a * Dropout(f); None where not needed."""
     c = _compute(f.dtype)

@@ -251,8 +251,14 @@ class _AddNormFunction(torch.autograd.Function):
             return (None,) * 10
         if torch.is_grad_enabled():  # create_graph
             o = ctx.opts
-            return _grad2.add_norm(ds, dy, s, weight, ctx.eps, o["kind"] == "layer", o["alpha"], o["p"], o["seed"],
-                                   o["offset"], ctx.h_dtype, ctx.f_dtype, (need_h, need_f, need_w, need_b)) + (None,) * 6
+            layer = o["kind"] == "layer"
+            if dy is not None and s.dtype == ctx.f_dtype:  # the norm's part by its kernels, as in layer_norm
+                dn, dw, db = _NormBackwardFunction.apply(dy, s, weight, mean, rstd, ctx.eps, layer, need_w,
+                                                         need_b and layer)
+                return _grad2.add_norm_residual(ds, dn, s, o["alpha"], o["p"], o["seed"], o["offset"], ctx.h_dtype,
+                                                ctx.f_dtype, (need_h, need_f)) + (dw, db) + (None,) * 6
+            return _grad2.add_norm(ds, dy, s, weight, ctx.eps, layer, o["alpha"], o["p"], o["seed"], o["offset"],
+                                   ctx.h_dtype, ctx.f_dtype, (need_h, need_f, need_w, need_b)) + (None,) * 6
         if dy is None:  # y unused: only the residual stream's gradient flows
             dy = torch.zeros(s.shape, dtype=ctx.f_dtype)
         dh, df, dw, db = _C.add_norm_backward(_np(dy), _np(s), _np(mean), _np(rstd), _np(weight), _np(ds),

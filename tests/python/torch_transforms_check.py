@@ -11,8 +11,8 @@ Groups (one line each; exits 1 listing every failure, 0 when all pass), each onc
               (layer_norm, rms_norm, add_norm with and without dropout and with only s or y used,
               batch_norm training, masked and eval, rezero); a gradient penalty and its gradients
               against PyTorch's functions (F.layer_norm, F.batch_norm, the others written in torch
-              ops); third derivatives of layer_norm and rms_norm (x and weight) against the same in
-              torch ops; a penalty's gradients in float32, bfloat16 and float16 against float64's;
+              ops); third derivatives of layer_norm, rms_norm and add_norm (x and weight) against
+              the same in torch ops; a penalty's gradients in float32, bfloat16 and float16 against float64's;
               the first-order gradients under create_graph against the kernels' (float32,
               bfloat16, float16).
   forward AD  torch.autograd.forward_ad: primals and tangents against PyTorch's (F.layer_norm,
@@ -151,6 +151,17 @@ def g_double_backward(g):
         close(g, f"layer_norm third order, no weight [{i}]", a, r, 1e-9)
     for i, (a, r) in enumerate(zip(third(at.rms_norm, (w,)), third(rms_ref, (w,)))):
         close(g, f"rms_norm third order [{i}]", a, r, 1e-9)
+    # add_norm: s = 0.9 * (0.7 x) + Dropout(flip(x)), y = Norm(s); both outputs used.
+    for kind, ref_norm, params in [("layer", ln_ops, (w, b)), ("rms", rms_ref, (w,))]:
+        def ours(x, *p, kind=kind):
+            s_, y_ = at.add_norm(0.7 * x, x.flip(-1), *p, kind=kind, alpha=0.9, p=0.25, seed=5, offset=1)
+            return y_ + 0.5 * s_
+
+        def ref(x, *p, ref_norm=ref_norm):
+            s_ = 0.9 * (0.7 * x) + x.flip(-1) * drop
+            return ref_norm(s_, *p) + 0.5 * s_
+        for i, (a, r) in enumerate(zip(third(ours, params), third(ref, params))):
+            close(g, f"add_norm {kind} third order [{i}]", a, r, 1e-9)
 
     # The second order of 16-bit and float32 data (the double-backward kernels, math in f32) against
     # float64's: the gradients of the penalty sum((dL/dx) ** 2), L = sum(r * y), within a few units
