@@ -22,12 +22,12 @@ Inputs have any leading shape ``(..., d)``; only the last dimension is normalize
 dtype.
 
 Double backward: where autograd records the backward (``create_graph=True``: a gradient penalty,
-a Hessian-vector product, MAML), LayerNorm's and RMSNorm's backward is the kernels' still, as an
-autograd function whose own backward is the double-backward kernel
-(``addnorm/norm/double_backward.hpp``), and a third derivative its formula in torch ops. The other
-functions' backward runs as differentiable torch ops (``_torch_grad``) there: the same gradients to
-rounding, differentiable to any order, but slower. Without ``create_graph`` every backward is the
-kernels'.
+a Hessian-vector product, MAML), LayerNorm's and RMSNorm's backward (also inside ``add_norm``) is
+the kernels' still, as an autograd function whose own backward is the double-backward kernel
+(``addnorm/norm/double_backward.hpp``), and a third derivative its formula in torch ops. The rest
+(``add_norm``'s residual, ``rezero``, ``batch_norm``) runs as differentiable torch ops
+(``_torch_grad``) there: the same gradients to rounding, differentiable to any order, but slower.
+Without ``create_graph`` every backward is the kernels'.
 
 Forward-mode AD (``torch.autograd.forward_ad``, an input with a tangent): the forward then runs as
 differentiable torch ops too (after the kernels check the arguments on the primals, and update

@@ -27,19 +27,12 @@ using addnorm::testing::all_close;
 using addnorm::testing::bitwise_equal;
 using addnorm::testing::describe;
 using addnorm::testing::dtype_name;
+using addnorm::testing::eps_of;
 using addnorm::testing::Layout;
 using addnorm::testing::make_vector;
 using addnorm::testing::Matrix;
 using addnorm::testing::Rng;
 using addnorm::testing::Tol;
-
-// The element type's machine epsilon (numeric_limits knows only float and double).
-template <class T>
-double epsilon() {
-  if constexpr (std::is_same_v<T, addnorm::bf16>) return 0x1p-7;
-  if constexpr (std::is_same_v<T, addnorm::f16>) return 0x1p-10;
-  return static_cast<double>(std::numeric_limits<T>::epsilon());
-}
 
 // The loss whose gradients the double backward computes, from the reference backward in f64.
 double second_order_loss(const std::vector<double>& x, const std::vector<double>& dy, const std::vector<double>& gamma,
@@ -206,7 +199,7 @@ void run_case(const Case& k) {
                                   doubles(vw), doubles(vb), k.rows, k.d);
   // Rounding of the output, plus f32 (f64) sums of d terms; the saved mean and rstd are rounded to
   // stat_t<T>, which moves x_hat by about eps(S) * (1 + |mean| * rstd).
-  const Tol tol{1e-300, 16 + 2 * std::sqrt(static_cast<double>(k.d)), std::max(epsilon<T>(), epsilon<S>())};
+  const Tol tol{1e-300, 16 + 2 * std::sqrt(static_cast<double>(k.d)), std::max(eps_of<T>(), eps_of<S>())};
   // A case whose exact results pass f16's range (65504: RMSNorm of one tiny element) is not compared.
   const auto in_range = [](const std::vector<double>& v) {
     return std::all_of(v.begin(), v.end(), [](double e) { return !(std::fabs(e) > 6e4); });

@@ -58,9 +58,12 @@ constexpr const char* dtype_name() {
   return "?";
 }
 
-// Unit roundoff of the element type (the machine epsilon, 2^-23 or 2^-52).
+// The element type's machine epsilon (2^-23, 2^-52, 2^-7 for bf16, 2^-10 for f16; numeric_limits
+// knows only float and double).
 template <class T>
 constexpr double eps_of() {
+  if constexpr (std::is_same_v<T, bf16>) return 0x1p-7;
+  if constexpr (std::is_same_v<T, f16>) return 0x1p-10;
   return static_cast<double>(std::numeric_limits<T>::epsilon());
 }
 
