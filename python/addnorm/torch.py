@@ -163,7 +163,8 @@ class _NormBackwardFunction(torch.autograd.Function):
             dx, dw, db = _C.layer_norm_backward(_np(dy), _np(x), _np(mean), _np(rstd), _np(weight),
                                                 param_grads=bool(need_w or need_b))
         else:
-            (dx, dw), db = _C.rms_norm_backward(_np(dy), _np(x), _np(rstd), _np(weight), param_grads=bool(need_w)), None
+            dx, dw = _C.rms_norm_backward(_np(dy), _np(x), _np(rstd), _np(weight), param_grads=bool(need_w))
+            db = None
         return (_tensor(dx, x.dtype), _tensor(dw, x.dtype) if need_w else None,
                 _tensor(db, x.dtype) if need_b and layer else None)
 
