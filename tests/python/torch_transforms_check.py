@@ -25,7 +25,8 @@ Groups (one line each; exits 1 listing every failure, 0 when all pass), each onc
 Then, with the C++ backend:
   jit         (C++ backend) every module traced (torch.jit.trace) and scripted (torch.jit.script),
               saved and loaded: the same bits as eager in outputs, gradients and running
-              statistics over 3 BatchNorm steps and in eval mode; the trace records the addnorm
+              statistics over 3 BatchNorm steps and in eval mode, and in a gradient penalty
+              through the scripted LayerNorm, RMSNorm, AddNorm and ReZero; the trace records the addnorm
               operator, not its output's allocation; seed and offset reach the scripted ops; a
               bf16 trace; a scripted function calling torch.ops.addnorm; the operators' own errors
               (TypeError/ValueError naming the function); tracing the Python backend raises;
@@ -406,6 +407,19 @@ def g_jit(g):
                 if ref.running_mean is not None:
                     g.check(torch.equal(ref.running_mean, jm.running_mean) and
                             torch.equal(ref.running_var, jm.running_var), f"{name} {how}: running statistics differ")
+            if how == "script" and not name.startswith("BatchNorm"):
+                # a gradient penalty through the scripted module (double backward in TorchScript)
+                def pen(mod):
+                    mod.zero_grad()
+                    ins = [leaf(a) for a in args]
+                    outs = mod(*ins)
+                    outs = outs if isinstance(outs, tuple) else (outs,)
+                    gx = torch.autograd.grad(sum((o ** 3).sum() for o in outs), ins[0], create_graph=True)[0]
+                    gx.pow(2).sum().backward()
+                    return [t.grad for t in ins] + [p.grad for p in mod.parameters()]
+                a, b = pen(ref), pen(jm)
+                g.check(all((u is None and v is None) or (u is not None and v is not None and torch.equal(u, v))
+                            for u, v in zip(a, b)), f"{name} script: a gradient penalty differs from eager")
             if name.startswith(("AddNorm", "ReZero")) and how == "script":
                 a, b = ref(x, f, 7, 3), jm(x, f, 7, 3)
                 a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
