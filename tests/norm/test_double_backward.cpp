@@ -261,11 +261,9 @@ void sweep(Shape s) {
   }
 }
 
-// Shapes up to 50000 elements run on every SIMD target the CPU supports, larger ones on the default.
 template <class T>
 void sweep_targets(Shape s) {
-  if (s.rows * s.d > 50000) return sweep<T>(s);
-  addnorm::testing::for_each_simd_target([&] { sweep<T>(s); });
+  addnorm::testing::for_each_simd_target_if_small(s.rows * s.d, [&] { sweep<T>(s); });
 }
 
 TEST_P(NormDoubleBackwardSweep, F32) { sweep_targets<float>(GetParam()); }

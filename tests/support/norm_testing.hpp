@@ -389,6 +389,14 @@ void for_each_simd_target(F&& f) {
   }
 }
 
+// A sweep's case of `elements` elements: up to 50000 on every SIMD target the CPU supports (as
+// for_each_simd_target), larger ones once on the default target (time).
+template <class F>
+void for_each_simd_target_if_small(int64_t elements, F&& f) {
+  if (elements > 50000) return f();
+  for_each_simd_target(std::forward<F>(f));
+}
+
 // Success when f throws addnorm::Error whose message contains every one of `needles`.
 template <class F>
 ::testing::AssertionResult throws_error(F&& f, std::initializer_list<std::string_view> needles) {
