@@ -93,19 +93,6 @@ Grads norm_double(const Tensor& ddx, const Tensor& ddw, const Tensor& ddb, const
   return out;
 }
 
-Grads add_norm(const Tensor& ds, const Tensor& dy_in, const Tensor& s, const Tensor& weight, double eps, bool layer,
-               double alpha, const DropoutSpec& dropout, ScalarType h_dtype, ScalarType f_dtype,
-               std::array<bool, 4> need) {
-  // y unused: only the residual stream's gradient flows.
-  const Tensor dy = dy_in.defined() ? dy_in : at::zeros(s.sizes(), s.options().dtype(f_dtype));
-  const Grads n = norm(dy, s, weight, eps, layer);
-  const Tensor total = ds.defined() ? n[0] + ds.to(n[0].scalar_type()) : n[0];
-  const Tensor ks = keep_scale(s, n[0].scalar_type(), dropout);
-  const Tensor df = ks.defined() ? total * ks : total;
-  return {cast(total * alpha, h_dtype, need[0]), cast(df, f_dtype, need[1]), cast(n[1], f_dtype, need[2]),
-          cast(n[2], f_dtype, need[3] && layer)};
-}
-
 Grads add_norm_residual(const Tensor& ds, const Tensor& dn, const Tensor& s, double alpha, const DropoutSpec& dropout,
                         ScalarType h_dtype, ScalarType f_dtype, std::array<bool, 2> need) {
   const ScalarType c = stat_type(s.scalar_type());
@@ -114,6 +101,18 @@ Grads add_norm_residual(const Tensor& ds, const Tensor& dn, const Tensor& s, dou
   const Tensor ks = keep_scale(s, c, dropout);
   const Tensor df = ks.defined() ? total * ks : total;
   return {cast(total * alpha, h_dtype, need[0]), cast(df, f_dtype, need[1])};
+}
+
+Grads add_norm(const Tensor& ds, const Tensor& dy_in, const Tensor& s, const Tensor& weight, double eps, bool layer,
+               double alpha, const DropoutSpec& dropout, ScalarType h_dtype, ScalarType f_dtype,
+               std::array<bool, 4> need) {
+  // y unused: only the residual stream's gradient flows.
+  const Tensor dy = dy_in.defined() ? dy_in : at::zeros(s.sizes(), s.options().dtype(f_dtype));
+  const Grads n = norm(dy, s, weight, eps, layer);
+  Grads out = add_norm_residual(ds, n[0], s, alpha, dropout, h_dtype, f_dtype, {need[0], need[1]});
+  out.push_back(cast(n[1], f_dtype, need[2]));
+  out.push_back(cast(n[2], f_dtype, need[3] && layer));
+  return out;
 }
 
 Grads rezero(const Tensor& ds, const Tensor& f, const Tensor& a, const DropoutSpec& dropout, std::array<bool, 3> need) {

@@ -35,7 +35,7 @@ Grads add_norm(const at::Tensor& ds, const at::Tensor& dy, const at::Tensor& s, 
                std::array<bool, 4> need);
 
 // s = alpha * h + Dropout(f): (dh, df) from ds (undefined: zero) and dn, the norm's backward from y
-// (NormBackwardFn's dx), in s's math dtype; need = {h, f}.
+// (NormBackwardFn's dx, or the composite norm's), in s's math dtype; need = {h, f}.
 Grads add_norm_residual(const at::Tensor& ds, const at::Tensor& dn, const at::Tensor& s, double alpha,
                         const DropoutSpec& dropout, at::ScalarType h_dtype, at::ScalarType f_dtype,
                         std::array<bool, 2> need);

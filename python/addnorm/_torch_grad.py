@@ -102,6 +102,17 @@ def keep_scale(shape, dtype, p, seed, offset):
     return keep.to(dtype) * (0.0 if p >= 1 else 1.0 / (1.0 - p))
 
 
+def add_norm_residual(ds, dn, s, alpha, p, seed, offset, h_dtype, f_dtype, need):
+    """(dh, df) of s = alpha * h + Dropout(f), given the gradient ds of s (None: zero) and dn, the
+    norm's backward from y (the kernel's, through its Function, or ``norm``'s), in s's math dtype;
+    None where not needed (need: two flags)."""
+    c = _compute(s.dtype)
+    total = dn.to(c) if ds is None else dn.to(c) + ds.to(c)
+    ks = keep_scale(s.shape, c, p, seed, offset)
+    df = total if ks is None else total * ks
+    return _cast(total * alpha, h_dtype, need[0]), _cast(df, f_dtype, need[1])
+
+
 def add_norm(ds, dy, s, weight, eps, layer, alpha, p, seed, offset, h_dtype, f_dtype, need):
     """Gradients (dh, df, dweight, dbias) of s = alpha * h + Dropout(f), y = Norm(s) * weight + bias,
     given the gradients ds of s and dy of y (either may be None) and the saved s; None where not
@@ -109,22 +120,8 @@ def add_norm(ds, dy, s, weight, eps, layer, alpha, p, seed, offset, h_dtype, f_d
     if dy is None:  # y unused: only the residual stream's gradient flows
         dy = torch.zeros(s.shape, dtype=f_dtype)
     dn, dw, db = norm(dy, s, weight, eps, layer)
-    total = dn if ds is None else dn + ds.to(dn.dtype)
-    ks = keep_scale(s.shape, dn.dtype, p, seed, offset)
-    df = total if ks is None else total * ks
-    return (_cast(total * alpha, h_dtype, need[0]), _cast(df, f_dtype, need[1]), _cast(dw, f_dtype, need[2]),
-            _cast(db, f_dtype, need[3] and layer))
-
-
-def add_norm_residual(ds, dn, s, alpha, p, seed, offset, h_dtype, f_dtype, need):
-    """(dh, df) of s = alpha * h + Dropout(f), given the gradient ds of s (None: zero) and dn, the
-    norm's backward from y (LayerNorm's or RMSNorm's backward kernel, as its Function), in s's math
-    dtype; None where not needed (need: two flags)."""
-    c = _compute(s.dtype)
-    total = dn.to(c) if ds is None else dn.to(c) + ds.to(c)
-    ks = keep_scale(s.shape, c, p, seed, offset)
-    df = total if ks is None else total * ks
-    return _cast(total * alpha, h_dtype, need[0]), _cast(df, f_dtype, need[1])
+    return add_norm_residual(ds, dn, s, alpha, p, seed, offset, h_dtype, f_dtype, need[:2]) + (
+        _cast(dw, f_dtype, need[2]), _cast(db, f_dtype, need[3] and layer))
 
 
 def rezero(ds, f, a, p, seed, offset, need):
