@@ -6,23 +6,26 @@
 #include "addnorm/norm/double_backward.hpp"
 
 #include <algorithm>
-#include <vector>
 
 #include "addnorm/core/parallel.hpp"
 #include "check.hpp"
 #include "param_grads.hpp"
 #include "simd/row_ops.hpp"
+#include "workspace.hpp"
 
 namespace addnorm {
 namespace {
 
 constexpr int64_t kMinWorkPerThread = int64_t{1} << 14;  // elements
 
-// A parameter vector in stat_t: p converted, or d copies of `absent`.
+// A parameter vector in stat_t into out (d): p converted, or d copies of `absent`.
 template <class S, class T>
-std::vector<S> stat_vector(std::span<const T> p, int64_t d, S absent) {
-  std::vector<S> out(static_cast<size_t>(d), absent);
-  for (size_t i = 0; i < p.size(); ++i) out[i] = static_cast<S>(p[i]);
+const S* stat_vector(S* out, std::span<const T> p, int64_t d, S absent) {
+  if (p.empty()) {
+    std::fill(out, out + d, absent);
+  } else {
+    for (int64_t i = 0; i < d; ++i) out[i] = static_cast<S>(p[static_cast<size_t>(i)]);
+  }
   return out;
 }
 
@@ -48,10 +51,19 @@ void double_backward(const char* fn, View2D<T> gx, View2D<T> gdy, std::span<T> g
   const bool want_gg = !ggamma.empty();
   if (rows == 0 || (gx.empty() && gdy.empty() && !want_gg)) return;
 
-  const std::vector<S> gm = stat_vector<S>(gamma, d, S{1});
-  const std::vector<S> vw = stat_vector<S>(ddgamma, d, S{0});
-  const std::vector<S> vb = stat_vector<S>(ddbeta, d, S{0});
-  const std::vector<T> zeros(ddx.empty() ? static_cast<size_t>(d) : 0, static_cast<T>(0.0f));
+  // gamma, ddgamma and ddbeta in S, and a row of zeros for an absent ddx: the calling thread's
+  // scratch (nothing allocated per call; each array on a cache line).
+  const auto dp = static_cast<size_t>(d + 15) / 16 * 16;  // S elements, a whole number of lines
+  S* params = detail::scratch<S, 7>(3 * dp);
+  const S* gm = stat_vector(params, gamma, d, S{1});
+  const S* vw = stat_vector(params + dp, ddgamma, d, S{0});
+  const S* vb = stat_vector(params + 2 * dp, ddbeta, d, S{0});
+  const T* zeros = nullptr;
+  if (ddx.empty()) {
+    T* z = detail::scratch<T, 8>(static_cast<size_t>(d));
+    std::fill(z, z + d, static_cast<T>(0.0f));
+    zeros = z;
+  }
   const detail::RowChunks chunks(rows);
   detail::ParamPartials<S> partials(chunks.count, d, want_gg, false);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
@@ -60,8 +72,7 @@ void double_backward(const char* fn, View2D<T> gx, View2D<T> gdy, std::span<T> g
   parallel_for(chunks.count, static_cast<int>(std::min<int64_t>(nt, chunks.count)), [&](int64_t k) {
     for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) {
       row(gx.empty() ? nullptr : gx.row(r), gdy.empty() ? nullptr : gdy.row(r), partials.dgamma(k),
-          ddx.empty() ? zeros.data() : ddx.row(r), dy.row(r), x.row(r), kLayer ? mean[r] : S{0}, rstd[r], gm.data(),
-          vw.data(), vb.data(), d);
+          ddx.empty() ? zeros : ddx.row(r), dy.row(r), x.row(r), kLayer ? mean[r] : S{0}, rstd[r], gm, vw, vb, d);
     }
   });
   partials.reduce_into(ggamma, std::span<T>{}, nt);
