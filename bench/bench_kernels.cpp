@@ -212,6 +212,12 @@ std::vector<Kernel<T>> kernels() {
     ks.push_back({"add_rms_norm_fwd", 4 * e, {2, 2}, fwd(NormKind::rms, 0.0)});
     // DeepNorm: s = alpha * h + f (alpha = (2N)^(1/4) for N = 6 decoder layers), y = LayerNorm(s).
     ks.push_back({"deepnorm_layer_norm_fwd", 4 * e, {2, 2}, fwd(NormKind::layer, 0.0, 1.8612)});
+    // LayerScale (gamma's values as the scale): s = h + f * layer[c], y = LayerNorm(s).
+    ks.push_back({"add_layer_norm_fwd_layerscale", 4 * e, {2, 2}, [](Data<T>& w) {
+                    add_norm_forward<T>(w.view(w.out1), w.view(w.out2), w.m(), w.r(), w.cview(w.a), w.cview(w.b),
+                                        w.gamma.cspan(), w.beta.cspan(), AddNormOptions{},
+                                        BranchScale<T>{w.gamma.cspan(), {}});
+                  }});
   }
   if constexpr (K::add_norm_backward) {
     // Pre-norm backward: reads dy = a, ds = b, s = c; writes dh, df; dgamma (and dbeta) +=.
@@ -232,6 +238,18 @@ std::vector<Kernel<T>> kernels() {
     ks.push_back({"add_rms_norm_bwd", 5 * e, {3, 2}, bwd(NormKind::rms, 0.0)});
     // Post-norm backward: no gradient arrives on the stream (ds absent); reads dy, s, writes dh, df.
     ks.push_back({"add_layer_norm_bwd_postnorm", 4 * e, {3, 2}, bwd(NormKind::layer, 0.0, true)});
+    // The same with LayerScale (gamma's values): df scaled; with dlayer (into dbeta's buffer, so
+    // without dbeta) it also reads f = b, and runs its second pass per row.
+    auto bwd_scaled = [](bool dlayer) {
+      return [dlayer](Data<T>& w) {
+        add_norm_backward<T>(w.view(w.out1), w.view(w.out2), w.dgamma.span(), dlayer ? std::span<T>{} : w.dbeta.span(),
+                             w.cview(w.a), {}, w.cview(w.c), w.m(), w.r(), w.gamma.cspan(), AddNormOptions{},
+                             BranchScale<T>{w.gamma.cspan(), {}}, dlayer ? w.dbeta.span() : std::span<T>{},
+                             dlayer ? w.cview(w.b) : View2D<const T>{});
+      };
+    };
+    ks.push_back({"add_layer_norm_bwd_postnorm_layerscale", 4 * e, {3, 2}, bwd_scaled(false)});
+    ks.push_back({"add_layer_norm_bwd_postnorm_dlayerscale", 5 * e, {3, 2}, bwd_scaled(true)});
   }
   if constexpr (K::rezero_forward) {
     // ReZero: s = h + a * Dropout(f) (h = a, f = b); reads h, f, writes s: the STREAM triad's bytes.

@@ -26,21 +26,72 @@ void check_options(const AddNormOptions& o, const char* fn) {
   o.dropout.check(fn);
 }
 
-// A per-thread work row of d elements for the dropout factors (0 or 1/(1-p)).
+// The branch's scales for one call (add_norm.hpp): LayerScale converted once into C in the calling
+// thread's scratch (null when absent or left out of keep), the row scales read per row (null: ones).
+template <class T>
+struct ScalesC {
+  const compute_t<T>* layer = nullptr;
+  const T* row = nullptr;
+  [[nodiscard]] bool any() const { return layer != nullptr || row != nullptr; }
+};
+
+template <class T>
+const compute_t<T>* layer_scale_in_c(std::span<const T> layer) {
+  using C = compute_t<T>;
+  if (layer.empty()) return nullptr;
+  C* out = detail::scratch<C, 11>(layer.size());
+  for (size_t c = 0; c < layer.size(); ++c) out[c] = static_cast<C>(layer[c]);
+  return out;
+}
+
+// A per-thread work row for each element's factor on f: the dropout's 0 or 1/(1-p), times the row
+// scale, times the layer scale ((k * row) * layer, in C); null when there is no factor at all.
 template <class C>
-struct DropoutRow {
+struct KeepRow {
   C* keep;
-  explicit DropoutRow(int64_t d) : keep(detail::scratch<C, 2>(static_cast<size_t>(d))) {}
-  // Fills keep for rows r .. r + count - 1 of a (rows, d) call (n >= count * d); returns keep, or
-  // null when dropout is off.
+  explicit KeepRow(int64_t n) : keep(detail::scratch<C, 2>(static_cast<size_t>(n))) {}
+  // Fills keep for rows r .. r + count - 1 of a (rows, d) call (n >= count * d).
   template <class T>
-  const C* fill(const detail::RowOps<T>& ops, const DropoutSpec& drop, int64_t r, int64_t d, int64_t count = 1) {
-    if (!drop.active()) return nullptr;
-    ops.dropout_keep(keep, drop.seed, drop.offset + static_cast<uint64_t>(r * d), drop.threshold(), drop.scale(),
-                     count * d);
+  const C* fill(const detail::RowOps<T>& ops, const DropoutSpec& drop, const ScalesC<T>& sc, int64_t r, int64_t d,
+                int64_t count = 1) {
+    const bool dropping = drop.active();
+    if (!dropping && !sc.any()) return nullptr;
+    if (!dropping && sc.row == nullptr && count == 1) return sc.layer;  // the layer scale itself
+    if (dropping)
+      ops.dropout_keep(keep, drop.seed, drop.offset + static_cast<uint64_t>(r * d), drop.threshold(), drop.scale(),
+                       count * d);
+    const C* ls = sc.layer;
+    for (int64_t i = 0; i < count; ++i) {
+      C* k = keep + i * d;
+      const C rs = sc.row != nullptr ? static_cast<C>(sc.row[r + i]) : C{1};
+      // (k * rs) * ls with k = 1 when not dropping: the same values, each case in one pass.
+      if (!dropping && ls == nullptr)
+        std::fill(k, k + d, rs);
+      else if (!dropping && sc.row == nullptr)
+        std::copy(ls, ls + d, k);
+      else if (!dropping)
+        for (int64_t c = 0; c < d; ++c) k[c] = rs * ls[c];
+      else if (ls == nullptr)
+        for (int64_t c = 0; c < d; ++c) k[c] *= rs;
+      else if (sc.row == nullptr)
+        for (int64_t c = 0; c < d; ++c) k[c] *= ls[c];
+      else
+        for (int64_t c = 0; c < d; ++c) k[c] = k[c] * rs * ls[c];
+    }
     return keep;
   }
+  // Dropout alone (ReZero).
+  template <class T>
+  const C* fill(const detail::RowOps<T>& ops, const DropoutSpec& drop, int64_t r, int64_t d, int64_t count = 1) {
+    return fill(ops, drop, ScalesC<T>{}, r, d, count);
+  }
 };
+
+template <class T>
+void check_scale(const BranchScale<T>& scale, int64_t rows, int64_t d, const char* fn) {
+  detail::check_size(scale.layer, d, true, fn, "layer scale");
+  detail::check_size(scale.row, rows, true, fn, "row scale");
+}
 }  // namespace
 
 // s: (rows, d) of R =    y: (rows, d) =    mean, rstd: (rows) =    h: (rows, d) of R    f: (rows, d)
@@ -48,7 +99,7 @@ struct DropoutRow {
 template <class T, class R>
 void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd, View2D<const R> h,
                       View2D<const T> f, std::span<const T> gamma, std::span<const T> beta,
-                      const AddNormOptions& options) {
+                      const AddNormOptions& options, const BranchScale<T>& scale) {
   using C = compute_t<T>;
   using S = stat_t<T>;
   constexpr const char* fn = "add_norm_forward";
@@ -65,6 +116,9 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
   require(layer || mean.empty(), fn, "rms norm has no mean to save");
   detail::check_size(mean, rows, true, fn, "mean");
   detail::check_size(rstd, rows, true, fn, "rstd");
+  check_scale(scale, rows, d, fn);
+  if (rows == 0) return;
+  const ScalesC<T> sc{layer_scale_in_c(scale.layer), scale.row.empty() ? nullptr : scale.row.data()};
   const C alpha = static_cast<C>(options.alpha);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T) + sizeof(R));
@@ -106,9 +160,9 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
       // (see add_norm_forward_rows). 65536 x 64, 2 threads: f32 65 -> 99 GB/s, bf16 26 -> 51.
       const bool prefetch = detail::prefetch_batches(stream, sizeof(T));
       detail::for_row_batches(rows, nt, stream, batch, [&](int64_t r, int64_t count) {
-        DropoutRow<C> drop(batch * d);
+        KeepRow<C> drop(batch * d);
         T* t = detail::scratch<T, 4>(static_cast<size_t>(batch * d));
-        const C* keep = drop.fill(ops, options.dropout, r, d, count);
+        const C* keep = drop.fill(ops, options.dropout, sc, r, d, count);
         detail::RowMeanRstd st[16];
         ops.add_norm_forward_rows(s.row(r), s.stride(), y.row(r), y.stride(), h.row(r), h.stride(), f.row(r),
                                   f.stride(), keep, alpha, g, b, count, d, options.eps, layer, stream,
@@ -119,9 +173,9 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
     }
   }
   detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, bool has_next) {
-    DropoutRow<C> drop(d);
+    KeepRow<C> drop(d);
     R* t = detail::scratch<R, 4>(static_cast<size_t>(d));
-    const C* keep = drop.fill(ops, options.dropout, r, d);
+    const C* keep = drop.fill(ops, options.dropout, sc, r, d);
     detail::NextRows next;
     const detail::NextRows* pf = detail::next_rows(next, has_next, r, h, f);
     save(r, narrow ? narrow_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, gbn.first, gbn.second, d,
@@ -139,7 +193,8 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
 template <class T, class R>
 void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
                        View2D<const R> ds, View2D<const R> s, std::span<const stat_t<T>> mean,
-                       std::span<const stat_t<T>> rstd, std::span<const T> gamma, const AddNormOptions& options) {
+                       std::span<const stat_t<T>> rstd, std::span<const T> gamma, const AddNormOptions& options,
+                       const BranchScale<T>& scale, std::span<T> dlayer, View2D<const T> f) {
   using C = compute_t<T>;
   using S = stat_t<T>;
   constexpr const char* fn = "add_norm_backward";
@@ -159,7 +214,17 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
   require(layer || dbeta.empty(), fn, "rms norm has no beta");
   if (layer) detail::check_size(mean, rows, false, fn, "mean");
   detail::check_size(rstd, rows, false, fn, "rstd");
+  check_scale(scale, rows, d, fn);
+  detail::check_size(dlayer, d, true, fn, "dlayer");
+  const bool want_dl = !dlayer.empty();
+  require(!want_dl || !scale.layer.empty(), fn, "dlayer requested but the layer scale is absent");
+  require(!want_dl || !f.empty() || rows == 0, fn, "dlayer requested but f is absent");
+  if (want_dl && !f.empty()) detail::check_same_shape(f, "f", dy, "dy", fn);
   if (rows == 0) return;
+  // With dlayer, keep leaves LayerScale out: the row pass writes g = df / layer into scratch, and
+  // layer_scale_backward_row then forms df and dlayer's partial from it.
+  const C* layer_c = layer_scale_in_c(scale.layer);
+  const ScalesC<T> sc{want_dl ? nullptr : layer_c, scale.row.empty() ? nullptr : scale.row.data()};
   const T* gm = gamma.empty() ? nullptr : gamma.data();
   const C alpha = static_cast<C>(options.alpha);
   const detail::RowChunks chunks(rows);
@@ -181,18 +246,27 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
     else
       return ops.add_norm_backward_rows_f32;
   }();
+  const detail::ParamPartials<S, 9> layer_partials(chunks.count, d, want_dl, false);
   if (rows_op != nullptr && d >= 16 && d * static_cast<int64_t>(sizeof(R)) < detail::kShortRowBytes) {
-    // Short rows 16 at a time (see add_norm_backward_rows), in each chunk's row order.
+    // Short rows 16 at a time (see add_norm_backward_rows), in each chunk's row order. With dlayer,
+    // the batch's df before the layer scale goes to scratch (g), and each row's df and dlayer
+    // partial then come from it (layer_scale_backward_row).
     const bool ahead = detail::prefetch_batches(stream, sizeof(T));
     detail::for_chunk_batches(chunks, nt, stream, 16, [&](int64_t k, int64_t r, int64_t count) {
-      DropoutRow<C> drop(16 * d);
-      const C* keep = drop.fill(ops, options.dropout, r, d, count);
-      rows_op(dh.row(r), dh.stride(), df.row(r), df.stride(), partials.dgamma(k), partials.dbeta(k), dy.row(r),
-              dy.stride(), s.row(r), s.stride(), has_ds ? ds.row(r) : nullptr, ds.stride(), keep,
-              mean_at != nullptr ? mean_at + r : nullptr, rstd.data() + r, gm, g_dx, alpha, count, d, stream,
-              ahead ? std::min(count, chunks.end(k) - r - count) : 0);
+      KeepRow<C> drop(16 * d);
+      const C* keep = drop.fill(ops, options.dropout, sc, r, d, count);
+      T* g = want_dl ? detail::scratch<T, 10>(static_cast<size_t>(16 * d)) : nullptr;
+      rows_op(dh.row(r), dh.stride(), want_dl ? g : df.row(r), want_dl ? d : df.stride(), partials.dgamma(k),
+              partials.dbeta(k), dy.row(r), dy.stride(), s.row(r), s.stride(), has_ds ? ds.row(r) : nullptr,
+              ds.stride(), keep, mean_at != nullptr ? mean_at + r : nullptr, rstd.data() + r, gm, g_dx, alpha, count, d,
+              stream && !want_dl, ahead ? std::min(count, chunks.end(k) - r - count) : 0);
+      if (want_dl)
+        for (int64_t i = 0; i < count; ++i)
+          ops.layer_scale_backward_row(df.row(r + i), layer_partials.dgamma(k), g + i * d, f.row(r + i), layer_c, d,
+                                       stream, ahead && r + count + i < rows ? f.row(r + count + i) : nullptr);
     });
     partials.reduce_into(dgamma, dbeta, nt);
+    layer_partials.reduce_into(dlayer, std::span<T>{}, nt);
     return;
   }
   const auto row = [&] {
@@ -202,23 +276,29 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
       return ops.add_norm_backward_row_f32;
   }();
   const bool prefetch = detail::prefetch_rows(stream, d * static_cast<int64_t>(sizeof(T) + sizeof(R)));
+  const bool stream_rows = stream && !want_dl;  // with dlayer, g is read again at once (df is streamed after)
   parallel_for(chunks.count, nt, [&](int64_t k) {
-    DropoutRow<C> drop(d);
+    KeepRow<C> drop(d);
     S* pdg = partials.dgamma(k);
     S* pdb = partials.dbeta(k);
+    T* g = want_dl ? detail::scratch<T, 10>(static_cast<size_t>(d)) : nullptr;
     for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) {
       // The next row's inputs are prefetched while this row's last pass runs (large inputs only).
       const bool has_next = prefetch && r + 1 < rows;
       detail::NextRows next;
       const detail::NextRows* pnext =
           has_ds ? detail::next_rows(next, has_next, r, dy, s, ds) : detail::next_rows(next, has_next, r, dy, s);
-      const C* keep = drop.fill(ops, options.dropout, r, d);
-      row(dh.row(r), df.row(r), pdg, pdb, dy.row(r), s.row(r), has_ds ? ds.row(r) : nullptr, keep,
-          layer ? mean[r] : S{0}, rstd[r], gm, g_dx, alpha, d, layer, stream, pnext);
+      const C* keep = drop.fill(ops, options.dropout, sc, r, d);
+      row(dh.row(r), want_dl ? g : df.row(r), pdg, pdb, dy.row(r), s.row(r), has_ds ? ds.row(r) : nullptr, keep,
+          layer ? mean[r] : S{0}, rstd[r], gm, g_dx, alpha, d, layer, stream_rows, pnext);
+      if (want_dl)
+        ops.layer_scale_backward_row(df.row(r), layer_partials.dgamma(k), g, f.row(r), layer_c, d, stream,
+                                     has_next ? f.row(r + 1) : nullptr);
     }
     if (stream) detail::store_fence();
   });
   partials.reduce_into(dgamma, dbeta, nt);
+  layer_partials.reduce_into(dlayer, std::span<T>{}, nt);
 }
 
 namespace {
@@ -273,7 +353,7 @@ void rezero_forward(View2D<T> s, View2D<const T> h, View2D<const T> f, double a,
   const C ac = static_cast<C>(a);
   const auto& ops = detail::row_ops<T>();
   detail::for_thread_blocks(runs.count, nt, stream, [&](int64_t begin, int64_t end) {
-    DropoutRow<C> drop(kReZeroRun);
+    KeepRow<C> drop(kReZeroRun);
     for (int64_t k = begin; k < end; ++k)  // run k's keep: elements index(k) .. + size(k) of the call
       ops.rezero_forward_run(runs.at(s, k), runs.at(h, k), runs.at(f, k),
                              drop.fill(ops, dropout, runs.index(k), 1, runs.size(k)), ac, runs.size(k), stream);
@@ -304,7 +384,7 @@ void rezero_backward(View2D<T> dh, View2D<T> df, double& da, View2D<const T> ds,
   const C ac = static_cast<C>(a);
   const auto& ops = detail::row_ops<T>();
   detail::for_thread_blocks(runs.count, nt, stream, [&](int64_t begin, int64_t end) {
-    DropoutRow<C> drop(kReZeroRun);
+    KeepRow<C> drop(kReZeroRun);
     for (int64_t k = begin; k < end; ++k)
       run_da[k] =
           ops.rezero_backward_run(runs.at(dh, k), runs.at(df, k), runs.at(ds, k), runs.at(f, k),
@@ -316,10 +396,11 @@ void rezero_backward(View2D<T> dh, View2D<T> df, double& da, View2D<const T> ds,
 #define ADDNORM_INSTANTIATE_ADD_NORM(T, R)                                                                       \
   template void add_norm_forward<T, R>(View2D<R>, View2D<T>, std::span<stat_t<T>>, std::span<stat_t<T>>,         \
                                        View2D<const R>, View2D<const T>, std::span<const T>, std::span<const T>, \
-                                       const AddNormOptions&);                                                   \
+                                       const AddNormOptions&, const BranchScale<T>&);                            \
   template void add_norm_backward<T, R>(View2D<R>, View2D<T>, std::span<T>, std::span<T>, View2D<const T>,       \
                                         View2D<const R>, View2D<const R>, std::span<const stat_t<T>>,            \
-                                        std::span<const stat_t<T>>, std::span<const T>, const AddNormOptions&);
+                                        std::span<const stat_t<T>>, std::span<const T>, const AddNormOptions&,   \
+                                        const BranchScale<T>&, std::span<T>, View2D<const T>);
 #define ADDNORM_INSTANTIATE_REZERO(T)                                                                       \
   template void rezero_forward<T>(View2D<T>, View2D<const T>, View2D<const T>, double, const DropoutSpec&); \
   template void rezero_backward<T>(View2D<T>, View2D<T>, double&, View2D<const T>, View2D<const T>, double, \

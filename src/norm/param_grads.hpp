@@ -29,14 +29,15 @@ struct RowChunks {
   [[nodiscard]] int64_t end(int64_t k) const { return std::min(rows, (k + 1) * per_chunk); }
 };
 
-// Zeroed partial sums, chunk-major: [chunk][dgamma d | dbeta d], in per-thread scratch memory.
-template <class S>
+// Zeroed partial sums, chunk-major: [chunk][dgamma d | dbeta d], in per-thread scratch memory (slot
+// Slot: a kernel with a third parameter gradient keeps its partials in a second set).
+template <class S, int Slot = 1>
 class ParamPartials {
  public:
   ParamPartials(int64_t chunks, int64_t d, bool dgamma, bool dbeta) : chunks_(chunks), d_(d), dg_(dgamma), db_(dbeta) {
     if (!dg_ && !db_) return;
     const int64_t n = chunks * 2 * d;
-    buf_ = scratch<S, 1>(static_cast<size_t>(n));
+    buf_ = scratch<S, Slot>(static_cast<size_t>(n));
     std::fill(buf_, buf_ + n, S{0});
   }
   [[nodiscard]] S* dgamma(int64_t k) const { return dg_ ? buf_ + k * 2 * d_ : nullptr; }

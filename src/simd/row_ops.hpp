@@ -251,6 +251,10 @@ struct RowOps {
                                      int64_t dys, const float* x, int64_t xs, const float* ds, int64_t dss,
                                      const C* keep, const S* mean, const S* rstd, const T* g, const T* g_dx, C alpha,
                                      int64_t count, int64_t d, bool stream, int64_t ahead) = nullptr;
+  // LayerScale's backward over one row, after the fused backward wrote g = its df without the layer
+  // scale: df = g * ls, pls += g * f (ls in C); f_next (or null) is prefetched.
+  void (*layer_scale_backward_row)(T* df, S* pls, const T* g, const T* f, const C* ls, int64_t d, bool stream,
+                                   const T* f_next);
   // The parameter gradients' partials reduced for the columns [c0, c1) (param_reduce in
   // norm_backward.inc; buf: [chunk][dgamma d | dbeta d], chunk 0 accumulates): dgamma, dbeta +=
   // the partials' sums in chunk order (each skipped when null).

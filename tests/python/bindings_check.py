@@ -16,6 +16,8 @@ Checks (fixed seeds; one line per group; exits 1 listing every failure, 0 when a
     gradients, BatchNorm inference statistics from the running ones; BatchNorm training: ValueError);
   - dropout_keep bit for bit against Philox4x32-10 written here in NumPy (checked on Random123's
     known answers), keep rate within 5 standard deviations on 1e6 elements, p = 0 and p = 1;
+  - add_norm with layerscale and rowscale (every dtype, the f32 stream), dlayerscale, finite
+    differences of h, f and layerscale, scales of ones bit for bit the plain call, the errors;
   - the seeds' worked examples; every backward by central differences (f64, h = 1e-6);
   - the double backward (layer_norm_double_backward, rms_norm_double_backward) by central
     differences of the backward, and every dtype against the f64 kernel on the same inputs;
@@ -364,6 +366,87 @@ def g_add_norm():
     s = addnorm.add_norm_forward(h, f, alpha=2.0, p=1.0)[0]
     ok(np.array_equal(s, 2 * h), 'add_norm p=1: s != alpha * h')
 
+
+
+def branch_scale_case(dt, rdt, kind, p, shape, layer, row):
+    """add_norm with layerscale and/or rowscale: s, y, dh, df, dgamma and dlayerscale against the
+    references with each element's factor Dropout * rowscale[r] * layerscale[c]."""
+    d, rows = shape[-1], int(np.prod(shape[:-1]))
+    h, f, dy, ds = randn(shape, rdt), randn(shape, dt, 1.0, 0.3), randn(shape, dt), randn(shape, rdt)
+    gamma = randn(d, dt, 0.3, 1.0)
+    beta = randn(d, dt, 0.2) if kind == 'layer' else None
+    ls = randn(d, dt, 0.2, 0.3) if layer else None
+    rs = store(np.where(np.arange(rows) % 3 == 1, 0.0, 1.25), dt) if row else None
+    tag = f'add_norm {kind} {dt}/{rdt} {shape} p={p} layerscale={layer} rowscale={row}'
+    opts = dict(kind=kind, alpha=0.7, p=p, seed=21, offset=2, layerscale=ls, rowscale=rs)
+    s, y, mean, rstd = addnorm.add_norm_forward(h, f, gamma, beta, **opts)
+    pre = drop_factor(shape, p, 21, 2) * (val(rs).reshape(shape[:-1] + (1,)) if row else LD(1))
+    fac = pre * (val(ls) if layer else LD(1))
+    check(tag + ' s', s, LD(0.7) * val(h) + fac * val(f), rdt)
+    ry, _, _ = norm_fwd_ref(kind, val(s), val(gamma), None if beta is None else val(beta))
+    check(tag + ' y', y, ry, dt)
+    grads = dict(f=f) if layer else {}
+    out = addnorm.add_norm_backward(dy, s, mean, rstd, gamma, ds, **opts, **grads)
+    ok(len(out) == (5 if layer else 4), f'{tag}: backward returned {len(out)} results')
+    rdn, rdg, _, term = norm_bwd_ref(kind, val(dy), val(s), None if mean is None else val(mean), val(rstd), val(gamma))
+    total = rdn + val(ds)
+    check(tag + ' dh', out[0], LD(0.7) * total, rdt, floor=0.7 * term)
+    # with dlayerscale, df is rounded before the layer scale: one rounding more
+    check(tag + ' df', out[1], total * fac, dt, None if not layer else 2 * TOL[dt], floor=term)
+    check(tag + ' dgamma', out[2], rdg, dt, red_tol(dt, rows))
+    if layer:
+        ref = (total * pre * val(f)).reshape(rows, d).sum(0)
+        check(tag + ' dlayerscale', out[4], ref, dt, 2 * red_tol(dt, rows), floor=float(np.max(np.abs(term))))
+        no_f = addnorm.add_norm_backward(dy, s, mean, rstd, gamma, ds, **opts)
+        expect_none(tag + ' dlayerscale without f', no_f[4])
+        check(tag + ' df without f', no_f[1], total * fac, dt, floor=term)
+
+
+def g_branch_scale():
+    shapes = ((6, 64), (2, 3, 768), (5, 100), (4,), (7, 1))
+    k = 0
+    for dt in DTYPES:
+        for rdt in ((dt, 'f32') if dt in ('f16', 'bf16') else (dt,)):
+            for kind in ('layer', 'rms'):
+                for p in (0.0, 0.2):
+                    for layer, row in ((True, False), (False, True), (True, True)):
+                        guarded(f'branch scale {kind} {dt}/{rdt}', branch_scale_case, dt, rdt, kind, p,
+                                shapes[k % len(shapes)], layer, row)
+                        k += 1
+    # finite differences of the f64 kernels, h, f and layerscale
+    r = np.random.default_rng(78)
+    h, f, w, v = (r.standard_normal((4, 5)) for _ in range(4))
+    g, b, ls = 1 + 0.3 * r.standard_normal(5), r.standard_normal(5), 0.3 * r.standard_normal(5)
+    ls[1] = 0.0
+    rs = np.array([1.25, 0.0, 0.7, 1.25])
+    for kind in ('layer', 'rms'):
+        bb = b if kind == 'layer' else None
+        opts = dict(kind=kind, alpha=0.8, p=0.3, seed=1234, offset=3, layerscale=ls, rowscale=rs)
+
+        def loss():
+            s, y, _, _ = addnorm.add_norm_forward(h, f, g, bb, **opts)
+            return np.sum(w * y) + np.sum(v * s)
+        s, _, mean, rstd = addnorm.add_norm_forward(h, f, g, bb, **opts)
+        dh, df, _, _, dls = addnorm.add_norm_backward(w, s, mean, rstd, g, v, f=f, **opts)
+        fd_check(f'add_norm {kind} with scales', loss, [h, f, ls], [dh, df, dls])
+        ok(dls[1] != 0, f'add_norm {kind}: dlayerscale of the channel at 0 is 0')
+    # ones change no bit; the errors
+    x = randn((5, 64), 'f32')
+    plain = addnorm.add_norm_forward(x, x, p=0.1)
+    ones = addnorm.add_norm_forward(x, x, p=0.1, layerscale=np.ones(64, np.float32), rowscale=np.ones(5, np.float32))
+    same('add_norm ones scales', plain, ones)
+    s, _, mean, rstd = plain
+    expect_error('add_norm_forward', ValueError, lambda: addnorm.add_norm_forward(x, x, layerscale=np.ones(3, np.float32)),
+                 'layerscale of 3')
+    expect_error('add_norm_forward', ValueError, lambda: addnorm.add_norm_forward(x, x, rowscale=np.ones(64, np.float32)),
+                 'rowscale of 64')
+    expect_error('add_norm_forward', TypeError, lambda: addnorm.add_norm_forward(x, x, layerscale=np.ones(64)),
+                 'float64 layerscale')
+    expect_error('add_norm_backward', ValueError, lambda: addnorm.add_norm_backward(x, s, mean, rstd, f=x),
+                 'f without layerscale')
+    expect_error('add_norm_backward', ValueError,
+                 lambda: addnorm.add_norm_backward(x, s, mean, rstd, layerscale=np.ones(64, np.float32), f=x[:2]),
+                 'f of another shape')
 
 def bn_case(dt, k, shape):
     d = shape[-1]
@@ -861,7 +944,7 @@ def g_out():
                  lambda: addnorm.rezero_backward(x, st, 0.5, out=(np.empty_like(x), x)), 'out[1] is ds')
 
 
-GROUPS = [('worked examples', g_worked_examples), ('layer_norm / rms_norm', g_row_norms), ('add_norm', g_add_norm),
+GROUPS = [('worked examples', g_worked_examples), ('layer_norm / rms_norm', g_row_norms), ('add_norm', g_add_norm), ('branch scales', g_branch_scale),
           ('batch_norm', g_batch_norm), ('rezero', g_rezero), ('dropout_keep / Philox', g_dropout),
           ('non-contiguous inputs', g_noncontiguous), ('out=', g_out), ('rows = 0', g_empty), ('threads', g_threads), ('simd targets', g_simd),
           ('finite differences', g_finite_differences), ('double backward', g_double_backward), ('errors', g_errors)]

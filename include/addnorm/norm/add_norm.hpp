@@ -17,6 +17,19 @@
 // dh, ds) has type R = T, or R = float for bf16/f16 data (a 16-bit model with an f32 residual
 // stream, so that the repeated adds of a deep stack do not round to 8 bits each time).
 //
+// Branch scales (optional; BranchScale): the kept values of f may also be scaled per channel and
+// per row, as flash-attn's dropout_add_layer_norm does (its colscale and rowscale):
+//
+//   s = alpha * h + Dropout(f) * row[r] * layer[c]
+//
+//   layer (d):  LayerScale (Touvron et al. 2021, CaiT; DINOv2), a learnable per-channel scale of
+//               the branch, started small (1e-5 .. 0.1); add_norm_backward returns its gradient.
+//   row (rows): drop path / stochastic depth per sample (0 for a dropped row, 1 / (1 - p_path)
+//               for a kept one), made by the caller; no gradient.
+//
+// Each element's factor on f, (keep / (1 - p)) * row[r] * layer[c], is formed in the compute type
+// (f32, f64 for f64) and applied to f in the same fused multiply-add as dropout alone.
+//
 // Shapes: h, f, s, y, dy, ds, dh, df are (rows, d) strided views; gamma, beta, dgamma, dbeta (d);
 // mean, rstd (rows). Empty span = absent, as in layer_norm.hpp. rows = 0 is a no-op.
 #pragma once
@@ -38,21 +51,35 @@ struct AddNormOptions {
   DropoutSpec dropout;  // applied to f
 };
 
+// The branch's scales (see above); an empty span is a scale of ones. Values of T, the data's type.
+template <class T>
+struct BranchScale {
+  std::span<const T> layer;  // (d): LayerScale
+  std::span<const T> row;    // (rows): drop path
+};
+
 // Forward. Overwrites (=) s, y, mean (layer only; absent for rms), rstd. s is required: it is the
 // residual stream for pre-norm and the saved input of the norm for backward. s may alias h.
 template <class T, class R = T>
 void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t<T>> rstd, View2D<const R> h,
                       View2D<const T> f, std::span<const T> gamma, std::span<const T> beta,
-                      const AddNormOptions& options);
+                      const AddNormOptions& options, const BranchScale<T>& scale = {});
 
 // Backward. With ds_total = ds + dNorm/ds(dy) (ds absent = 0):
-//   dh = alpha * ds_total          df = ds_total * mask / (1 - p)
+//   dh = alpha * ds_total          df = ds_total * mask / (1 - p) * row[r] * layer[c]
 // dh and df are overwritten (=); dgamma and dbeta accumulate (+=), deterministic for any thread
-// count. s, mean, rstd are those of the forward; options must be the forward's.
+// count. s, mean, rstd are those of the forward; options and scale must be the forward's.
+//
+// dlayer (d, optional) accumulates (+=) LayerScale's gradient,
+//   dlayer[c] += sum_r ds_total * mask / (1 - p) * row[r] * f[r, c],
+// deterministic for any thread count; it needs the forward's f (same shape as s) and scale.layer.
+// Without dlayer, f is not read and may be empty. With it, df is (ds_total * mask / (1 - p) *
+// row[r]) rounded to T, times layer[c]: one rounding more than without, for 16-bit T.
 template <class T, class R = T>
 void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
                        View2D<const R> ds, View2D<const R> s, std::span<const stat_t<T>> mean,
-                       std::span<const stat_t<T>> rstd, std::span<const T> gamma, const AddNormOptions& options);
+                       std::span<const stat_t<T>> rstd, std::span<const T> gamma, const AddNormOptions& options,
+                       const BranchScale<T>& scale = {}, std::span<T> dlayer = {}, View2D<const T> f = {});
 
 // ReZero (Bachlechner et al. 2020): s = h + a * Dropout(f), a learnable scalar, no norm.
 // Overwrites s (may alias h).
