@@ -74,7 +74,7 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
 //   dlayer[c] += sum_r ds_total * mask / (1 - p) * row[r] * f[r, c],
 // deterministic for any thread count; it needs the forward's f (same shape as s) and scale.layer.
 // Without dlayer, f is not read and may be empty. With it, df is (ds_total * mask / (1 - p) *
-// row[r]) rounded to T, times layer[c]: one rounding more than without, for 16-bit T.
+// row[r]) rounded to T, times layer[c]: one rounding of T more than without.
 template <class T, class R = T>
 void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
                        View2D<const R> ds, View2D<const R> s, std::span<const stat_t<T>> mean,
