@@ -26,23 +26,15 @@ void check_options(const AddNormOptions& o, const char* fn) {
   o.dropout.check(fn);
 }
 
-// The branch's scales for one call (add_norm.hpp): LayerScale converted once into C in the calling
-// thread's scratch (null when absent or left out of keep), the row scales read per row (null: ones).
+// The branch's scales for one call (add_norm.hpp): LayerScale in C, placed for the rows' output
+// (detail::placed_for, slot 3; null when absent or left out of keep), the row scales read per row
+// (null: ones).
 template <class T>
 struct ScalesC {
   const compute_t<T>* layer = nullptr;
   const T* row = nullptr;
   [[nodiscard]] bool any() const { return layer != nullptr || row != nullptr; }
 };
-
-template <class T>
-const compute_t<T>* layer_scale_in_c(std::span<const T> layer) {
-  using C = compute_t<T>;
-  if (layer.empty()) return nullptr;
-  C* out = detail::scratch<C, 11>(layer.size());
-  for (size_t c = 0; c < layer.size(); ++c) out[c] = static_cast<C>(layer[c]);
-  return out;
-}
 
 // A per-thread work row for each element's factor on f: the dropout's 0 or 1/(1-p), times the row
 // scale, times the layer scale ((k * row) * layer, in C); null when there is no factor at all.
@@ -64,19 +56,8 @@ struct KeepRow {
     for (int64_t i = 0; i < count; ++i) {
       C* k = keep + i * d;
       const C rs = sc.row != nullptr ? static_cast<C>(sc.row[r + i]) : C{1};
-      // (k * rs) * ls with k = 1 when not dropping: the same values, each case in one pass.
-      if (!dropping && ls == nullptr)
-        std::fill(k, k + d, rs);
-      else if (!dropping && sc.row == nullptr)
-        std::copy(ls, ls + d, k);
-      else if (!dropping)
-        for (int64_t c = 0; c < d; ++c) k[c] = rs * ls[c];
-      else if (ls == nullptr)
-        for (int64_t c = 0; c < d; ++c) k[c] *= rs;
-      else if (sc.row == nullptr)
-        for (int64_t c = 0; c < d; ++c) k[c] *= ls[c];
-      else
-        for (int64_t c = 0; c < d; ++c) k[c] = k[c] * rs * ls[c];
+      // (k * rs) * ls, with k 1 when not dropping and ls 1 when absent: multiplying by 1 is exact.
+      for (int64_t c = 0; c < d; ++c) k[c] = (dropping ? k[c] : C{1}) * rs * (ls != nullptr ? ls[c] : C{1});
     }
     return keep;
   }
@@ -118,10 +99,11 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
   detail::check_size(rstd, rows, true, fn, "rstd");
   check_scale(scale, rows, d, fn);
   if (rows == 0) return;
-  const ScalesC<T> sc{layer_scale_in_c(scale.layer), scale.row.empty() ? nullptr : scale.row.data()};
   const C alpha = static_cast<C>(options.alpha);
   const int nt = threads_for(rows * d, kMinWorkPerThread);
   const bool stream = detail::stream_output(rows, d, sizeof(T) + sizeof(R));
+  const ScalesC<T> sc{detail::placed_for<3, C>(scale.layer, y.data(), rows, d, stream),
+                      scale.row.empty() ? nullptr : scale.row.data()};
   const auto& ops = detail::row_ops<T>();
   const auto forward_row = [&] {
     if constexpr (std::is_same_v<T, R>)
@@ -189,7 +171,8 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
 // ds, s: (rows, d) of R    mean, rstd: (rows)
 //
 // Derivative: t = ds + Norm'(s)^T dy (the norm's backward, as in layer_norm.hpp / rms_norm.hpp);
-// s = alpha * h + keep * f / (1 - p) gives dh = alpha * t and df = t * keep / (1 - p).
+// s = alpha * h + (keep / (1 - p)) * row[r] * layer[c] * f gives dh = alpha * t,
+// df = t * (keep / (1 - p)) * row[r] * layer[c] and dlayer[c] += sum_r t * (keep / (1 - p)) * row[r] * f.
 template <class T, class R>
 void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::span<T> dbeta, View2D<const T> dy,
                        View2D<const R> ds, View2D<const R> s, std::span<const stat_t<T>> mean,
@@ -221,16 +204,16 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
   require(!want_dl || !f.empty() || rows == 0, fn, "dlayer requested but f is absent");
   if (want_dl && !f.empty()) detail::check_same_shape(f, "f", dy, "dy", fn);
   if (rows == 0) return;
-  // With dlayer, keep leaves LayerScale out: the row pass writes g = df / layer into scratch, and
-  // layer_scale_backward_row then forms df and dlayer's partial from it.
-  const C* layer_c = layer_scale_in_c(scale.layer);
+  const bool stream = detail::stream_output(rows, d, sizeof(T) + sizeof(R));
+  // With dlayer, keep leaves LayerScale out: the row pass writes df before the layer scale into
+  // scratch, and layer_scale_backward_row then forms df and dlayer's partial from it.
+  const C* layer_c = detail::placed_for<3, C>(scale.layer, df.data(), rows, d, stream);
   const ScalesC<T> sc{want_dl ? nullptr : layer_c, scale.row.empty() ? nullptr : scale.row.data()};
   const T* gm = gamma.empty() ? nullptr : gamma.data();
   const C alpha = static_cast<C>(options.alpha);
   const detail::RowChunks chunks(rows);
   detail::ParamPartials<S> partials(chunks.count, d, !dgamma.empty(), !dbeta.empty());
   const int nt = threads_for(rows * d, kMinWorkPerThread);
-  const bool stream = detail::stream_output(rows, d, sizeof(T) + sizeof(R));
   const auto& ops = detail::row_ops<T>();
   // The dx passes multiply dy by gamma: by ones for a norm without it (the same values).
   const T* g_dx = gm;
