@@ -29,14 +29,8 @@ using addnorm::testing::dtype_name;
 using addnorm::testing::eps_of;
 using addnorm::testing::for_each_simd_target_if_small;
 using addnorm::testing::ScopedThreads;
+using addnorm::testing::seeded_vector;
 using addnorm::testing::throws_error;
-
-// n values of N(mean, sd) rounded to T, from the seed's stream.
-template <class T>
-std::vector<T> random_values(size_t n, uint64_t seed, double mean, double sd) {
-  addnorm::testing::Rng rng(seed);
-  return addnorm::testing::random_vector<T>(static_cast<int64_t>(n), rng, mean, sd);
-}
 
 // Drop path's row scales: every third row dropped (0), the others kept at 1.25 (1 / (1 - 0.2),
 // exact in every type), and with `odd` one row at 0.7.
@@ -50,7 +44,7 @@ std::vector<T> row_scales(int64_t rows, bool odd) {
 // LayerScale: around 0.3, with one channel exactly 0 (a ReZero-like start) when d > 1.
 template <class T>
 std::vector<T> layer_scales(int64_t d, uint64_t seed) {
-  auto out = random_values<T>(static_cast<size_t>(d), seed, 0.3, 0.2);
+  auto out = seeded_vector<T>(static_cast<size_t>(d), seed, 0.3, 0.2);
   if (d > 1) out[1] = T(0.0);
   return out;
 }
@@ -93,10 +87,10 @@ void check_case(const Case& cs) {
   const int64_t rows = cs.rows, d = cs.d;
   const auto n = static_cast<size_t>(rows * d), dn = static_cast<size_t>(d);
   const bool ln = cs.kind == NormKind::layer;
-  const auto h = random_values<R>(n, 1, 0.5, 2.0), ds = random_values<R>(n, 4, 0.0, 1.0);
-  const auto f = random_values<T>(n, 2, 0.0, 1.0), dy = random_values<T>(n, 3, 0.0, 1.0);
-  const auto gamma = random_values<T>(dn, 5, 1.0, 0.5);
-  const auto beta = ln ? random_values<T>(dn, 6, 0.0, 1.0) : std::vector<T>{};
+  const auto h = seeded_vector<R>(n, 1, 0.5, 2.0), ds = seeded_vector<R>(n, 4, 0.0, 1.0);
+  const auto f = seeded_vector<T>(n, 2, 0.0, 1.0), dy = seeded_vector<T>(n, 3, 0.0, 1.0);
+  const auto gamma = seeded_vector<T>(dn, 5, 1.0, 0.5);
+  const auto beta = ln ? seeded_vector<T>(dn, 6, 0.0, 1.0) : std::vector<T>{};
   const auto layer = cs.layer ? layer_scales<T>(d, 7) : std::vector<T>{};
   const auto row = cs.row ? row_scales<T>(rows, true) : std::vector<T>{};
   const BranchScale<T> scale{layer, row};
@@ -214,11 +208,11 @@ TEST(BranchScale, FiniteDifferencesF64) {
     const int64_t rows = 4, d = 6;
     const auto n = static_cast<size_t>(rows * d);
     const bool ln = kind == NormKind::layer;
-    auto h = random_values<double>(n, 11, 0.3, 1.0), f = random_values<double>(n, 12, 0.0, 1.0);
+    auto h = seeded_vector<double>(n, 11, 0.3, 1.0), f = seeded_vector<double>(n, 12, 0.0, 1.0);
     auto layer = layer_scales<double>(d, 13);
-    const auto wy = random_values<double>(n, 14, 0.0, 1.0), ws = random_values<double>(n, 15, 0.0, 1.0);
-    const auto gamma = random_values<double>(static_cast<size_t>(d), 16, 1.0, 0.3);
-    const auto beta = ln ? random_values<double>(static_cast<size_t>(d), 17, 0.0, 1.0) : std::vector<double>{};
+    const auto wy = seeded_vector<double>(n, 14, 0.0, 1.0), ws = seeded_vector<double>(n, 15, 0.0, 1.0);
+    const auto gamma = seeded_vector<double>(static_cast<size_t>(d), 16, 1.0, 0.3);
+    const auto beta = ln ? seeded_vector<double>(static_cast<size_t>(d), 17, 0.0, 1.0) : std::vector<double>{};
     const auto row = row_scales<double>(rows, true);
     AddNormOptions opt;
     opt.kind = kind;
@@ -261,9 +255,9 @@ TEST(BranchScale, FiniteDifferencesF64) {
 TEST(BranchScale, OnesAreTheIdentityBitForBit) {
   const auto run = [](int64_t rows, int64_t d, bool with_scales, bool want_dl, double p) {
     const auto n = static_cast<size_t>(rows * d), dn = static_cast<size_t>(d);
-    const auto h = random_values<float>(n, 1, 0.5, 2.0), f = random_values<float>(n, 2, 0.0, 1.0);
-    const auto dy = random_values<float>(n, 3, 0.0, 1.0), ds = random_values<float>(n, 4, 0.0, 1.0);
-    const auto gamma = random_values<float>(dn, 5, 1.0, 0.5), beta = random_values<float>(dn, 6, 0.0, 1.0);
+    const auto h = seeded_vector<float>(n, 1, 0.5, 2.0), f = seeded_vector<float>(n, 2, 0.0, 1.0);
+    const auto dy = seeded_vector<float>(n, 3, 0.0, 1.0), ds = seeded_vector<float>(n, 4, 0.0, 1.0);
+    const auto gamma = seeded_vector<float>(dn, 5, 1.0, 0.5), beta = seeded_vector<float>(dn, 6, 0.0, 1.0);
     const std::vector<float> layer(dn, 1.0f), row(static_cast<size_t>(rows), 1.0f);
     const BranchScale<float> scale = with_scales ? BranchScale<float>{layer, row} : BranchScale<float>{};
     AddNormOptions opt;
@@ -327,8 +321,8 @@ TEST(BranchScale, ForwardAndBackwardAgreeOnTheFactor) {
 void check_threads(int64_t rows, int64_t d) {
   SCOPED_TRACE("d " + std::to_string(d));
   const auto n = static_cast<size_t>(rows * d);
-  const auto s = random_values<float>(n, 1, 1.0, 3.0), dy = random_values<float>(n, 2, 0.0, 1.0);
-  const auto f = random_values<float>(n, 3, 0.0, 1.0), gamma = random_values<float>(d, 4, 1.0, 0.5);
+  const auto s = seeded_vector<float>(n, 1, 1.0, 3.0), dy = seeded_vector<float>(n, 2, 0.0, 1.0);
+  const auto f = seeded_vector<float>(n, 3, 0.0, 1.0), gamma = seeded_vector<float>(d, 4, 1.0, 0.5);
   const auto layer = layer_scales<float>(d, 5);
   const auto row = row_scales<float>(rows, false);
   std::vector<float> mean(rows), rstd(rows);

@@ -89,6 +89,13 @@ std::vector<T> random_vector(int64_t n, Rng& rng, double mean = 0, double stddev
   return v;
 }
 
+// n values of N(mean, stddev), rounded to T, from a stream of their own (Rng(seed)).
+template <class T>
+std::vector<T> seeded_vector(size_t n, uint64_t seed, double mean = 0, double stddev = 1) {
+  Rng rng(seed);
+  return random_vector<T>(static_cast<int64_t>(n), rng, mean, stddev);
+}
+
 template <class T>
 std::vector<double> to_double(std::span<const T> v) {
   return {v.begin(), v.end()};
