@@ -242,7 +242,7 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
       rows_op(dh.row(r), dh.stride(), want_dl ? g : df.row(r), want_dl ? d : df.stride(), partials.dgamma(k),
               partials.dbeta(k), dy.row(r), dy.stride(), s.row(r), s.stride(), has_ds ? ds.row(r) : nullptr,
               ds.stride(), keep, mean_at != nullptr ? mean_at + r : nullptr, rstd.data() + r, gm, g_dx, alpha, count, d,
-              stream && !want_dl, ahead ? std::min(count, chunks.end(k) - r - count) : 0);
+              stream, stream && !want_dl, ahead ? std::min(count, chunks.end(k) - r - count) : 0);
       if (want_dl)
         for (int64_t i = 0; i < count; ++i)
           ops.layer_scale_backward_row(df.row(r + i), layer_partials.dgamma(k), g + i * d, f.row(r + i), layer_c, d,
@@ -259,7 +259,7 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
       return ops.add_norm_backward_row_f32;
   }();
   const bool prefetch = detail::prefetch_rows(stream, d * static_cast<int64_t>(sizeof(T) + sizeof(R)));
-  const bool stream_rows = stream && !want_dl;  // with dlayer, g is read again at once (df is streamed after)
+  const bool stream_df = stream && !want_dl;  // with dlayer, g is read again at once (df is streamed after)
   parallel_for(chunks.count, nt, [&](int64_t k) {
     KeepRow<C> drop(d);
     S* pdg = partials.dgamma(k);
@@ -273,7 +273,7 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
           has_ds ? detail::next_rows(next, has_next, r, dy, s, ds) : detail::next_rows(next, has_next, r, dy, s);
       const C* keep = drop.fill(ops, options.dropout, sc, r, d);
       row(dh.row(r), want_dl ? g : df.row(r), pdg, pdb, dy.row(r), s.row(r), has_ds ? ds.row(r) : nullptr, keep,
-          layer ? mean[r] : S{0}, rstd[r], gm, g_dx, alpha, d, layer, stream_rows, pnext);
+          layer ? mean[r] : S{0}, rstd[r], gm, g_dx, alpha, d, layer, stream, stream_df, pnext);
       if (want_dl)
         ops.layer_scale_backward_row(df.row(r), layer_partials.dgamma(k), g, f.row(r), layer_c, d, stream,
                                      has_next ? f.row(r + 1) : nullptr);

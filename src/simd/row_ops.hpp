@@ -229,28 +229,29 @@ struct RowOps {
                                                        bool stream, float* t, const NextRows* next) = nullptr;
   // The fused backward of one row: the norm's sums pass, then one pass giving dh = alpha * (dx + ds)
   // and df = keep * (dx + ds) (ds null: no residual gradient; keep null: no dropout; mean ignored
-  // unless layer). g: gamma or null, for the sums; g_dx: gamma, or ones when g is null.
+  // unless layer). g: gamma or null, for the sums; g_dx: gamma, or ones when g is null. dh is
+  // streamed when `stream` and df when `stream_df` (each where it can be: vec_map.inc's streams).
   void (*add_norm_backward_row)(T* dh, T* df, S* pdg, S* pdb, const T* dy, const T* x, const T* ds, const C* keep,
                                 S mean, S rstd, const T* g, const T* g_dx, C alpha, int64_t d, bool layer, bool stream,
-                                const NextRows* next);
+                                bool stream_df, const NextRows* next);
   // The same over a batch of 1 <= count <= 16 rows of d >= 16 (row r of each at + r * its stride; keep:
   // (count, d) or null; mean, rstd: (count), mean null for RMSNorm): add_norm_backward_row's results
   // to a rounding; `ahead` rows of x, dy and ds after the batch are prefetched. Null for f64.
   void (*add_norm_backward_rows)(T* dh, int64_t dhs, T* df, int64_t dfs, S* pdg, S* pdb, const T* dy, int64_t dys,
                                  const T* x, int64_t xs, const T* ds, int64_t dss, const C* keep, const S* mean,
                                  const S* rstd, const T* g, const T* g_dx, C alpha, int64_t count, int64_t d,
-                                 bool stream, int64_t ahead) = nullptr;
+                                 bool stream, bool stream_df, int64_t ahead) = nullptr;
   // The same with the residual stream (s, h, dh, ds) kept in f32 (for bf16/f16 data).
   RowMeanRstd (*add_norm_forward_row_f32)(float* s, T* y, const float* h, const T* f, const C* keep, C alpha,
                                           const C* g, const C* b, int64_t d, double eps, bool layer, bool stream,
                                           float* t, const NextRows* next);
   void (*add_norm_backward_row_f32)(float* dh, T* df, S* pdg, S* pdb, const T* dy, const float* x, const float* ds,
                                     const C* keep, S mean, S rstd, const T* g, const T* g_dx, C alpha, int64_t d,
-                                    bool layer, bool stream, const NextRows* next);
+                                    bool layer, bool stream, bool stream_df, const NextRows* next);
   void (*add_norm_backward_rows_f32)(float* dh, int64_t dhs, T* df, int64_t dfs, S* pdg, S* pdb, const T* dy,
                                      int64_t dys, const float* x, int64_t xs, const float* ds, int64_t dss,
                                      const C* keep, const S* mean, const S* rstd, const T* g, const T* g_dx, C alpha,
-                                     int64_t count, int64_t d, bool stream, int64_t ahead) = nullptr;
+                                     int64_t count, int64_t d, bool stream, bool stream_df, int64_t ahead) = nullptr;
   // LayerScale's backward over one row, after the fused backward wrote g = its df without the layer
   // scale: df = g * ls, pls += g * f (ls in C); f_next (or null) is prefetched.
   void (*layer_scale_backward_row)(T* df, S* pls, const T* g, const T* f, const C* ls, int64_t d, bool stream,

@@ -4,9 +4,9 @@
 // in src/simd/norm_backward.inc). On every SIMD target, every row kernel that takes
 // a NextRows is run with nothing to prefetch, with a next row walked forward and walked backward,
 // streamed and not, on rows on a cache line and 3 elements past one (a scalar head), of lengths
-// with and without a tail: every output, partial sum and statistic must be the same bits. This
-// fails when the backward walk skips, repeats or splits elements differently (checked by making it
-// skip its first pair).
+// with and without a tail, and the fused backward's two outputs each streamed or not: every output,
+// partial sum and statistic must be the same bits. This fails when the backward walk skips, repeats
+// or splits elements differently (checked by making it skip its first pair).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -41,9 +41,9 @@ void append_value(Bytes& out, const T& v) {
 }
 
 // The outputs of every row kernel that takes a NextRows, for one row of d elements `shift` past a
-// line, with `next` (or null) and `stream`.
+// line, with `next` (or null) and `stream` (the fused backward's df with `stream_df`).
 template <class T>
-Bytes run_kernels(int64_t d, int64_t shift, const NextRows* next, bool stream) {
+Bytes run_kernels(int64_t d, int64_t shift, const NextRows* next, bool stream, bool stream_df) {
   using C = addnorm::compute_t<T>;
   using S = addnorm::stat_t<T>;
   const auto& ops = addnorm::detail::row_ops<T>();
@@ -92,7 +92,7 @@ Bytes run_kernels(int64_t d, int64_t shift, const NextRows* next, bool stream) {
   for (bool layer : {true, false}) {  // ds = h
     ops.add_norm_backward_row(out.data(), out2.data(), pdg.data(), layer ? pdb.data() : nullptr, dy.data(), x.data(),
                               h.data(), keep.data(), S{0.375}, S{0.875}, g.data(), g.data(), C{0.75}, d, layer, stream,
-                              next);
+                              stream_df, next);
     append(bytes, out);
     append(bytes, out2);
     append(bytes, pdg);
@@ -114,14 +114,15 @@ void check_walks(int64_t d, int64_t shift) {
   const NextRows forward = NextRows::of(n0.data(), n1.data(), n2.data()).then(true, 0, 0, 0);
   NextRows backward = forward;
   backward.backward = true;
-  const Bytes alone = run_kernels<T>(d, shift, nullptr, false);
-  for (bool stream : {false, true}) {
-    SCOPED_TRACE(stream ? "streamed" : "not streamed");
-    const Bytes fwd = run_kernels<T>(d, shift, &forward, stream);
-    const Bytes bwd = run_kernels<T>(d, shift, &backward, stream);
-    ASSERT_EQ(fwd, alone) << "walked forward with a next row";
-    ASSERT_EQ(bwd, alone) << "walked backward";
-  }
+  const Bytes alone = run_kernels<T>(d, shift, nullptr, false, false);
+  for (bool stream : {false, true})
+    for (bool stream_df : {false, true}) {
+      SCOPED_TRACE(std::string(stream ? "streamed" : "not streamed") + (stream_df ? ", df streamed" : ""));
+      const Bytes fwd = run_kernels<T>(d, shift, &forward, stream, stream_df);
+      const Bytes bwd = run_kernels<T>(d, shift, &backward, stream, stream_df);
+      ASSERT_EQ(fwd, alone) << "walked forward with a next row";
+      ASSERT_EQ(bwd, alone) << "walked backward";
+    }
 }
 
 TEST(BackwardWalk, GivesTheSameBitsAsTheForwardWalk) {

@@ -214,14 +214,14 @@ void check_fused_backward_rows(int64_t count, int64_t d, bool layer, bool with_d
   const R* dsp = with_ds ? ds.data() : nullptr;
   const C* kp = with_keep ? keep.data() : nullptr;
   rows_op(dh1.data(), stride, df1.data(), stride, dg(p1), db(p1), dy.data(), stride, x.data(), stride, dsp, stride, kp,
-          layer ? mean.data() : nullptr, rstd.data(), g, g_dx, alpha, count, d, false, 0);
+          layer ? mean.data() : nullptr, rstd.data(), g, g_dx, alpha, count, d, false, false, 0);
   for (int64_t r = 0; r < count; ++r) {
     const int64_t o = r * stride;
     rows_op(dh2.data() + o, stride, df2.data() + o, stride, dg(p2), db(p2), dy.data() + o, stride, x.data() + o, stride,
             with_ds ? dsp + o : nullptr, stride, with_keep ? kp + r * d : nullptr, layer ? mean.data() + r : nullptr,
-            rstd.data() + r, g, g_dx, alpha, 1, d, false, 0);
+            rstd.data() + r, g, g_dx, alpha, 1, d, false, false, 0);
     row_op(dh3.data() + o, df3.data() + o, dg(p3), db(p3), dy.data() + o, x.data() + o, with_ds ? dsp + o : nullptr,
-           with_keep ? kp + r * d : nullptr, mean[r], rstd[r], g, g_dx, alpha, d, layer, false, nullptr);
+           with_keep ? kp + r * d : nullptr, mean[r], rstd[r], g, g_dx, alpha, d, layer, false, false, nullptr);
   }
   const double tol = sizeof(T) == 4 ? 1e-6 : 1e-2;
   for (int64_t r = 0; r < count; ++r)
