@@ -52,12 +52,27 @@ struct KeepRow {
     if (dropping)
       ops.dropout_keep(keep, drop.seed, drop.offset + static_cast<uint64_t>(r * d), drop.threshold(), drop.scale(),
                        count * d);
+    if (!sc.any()) return keep;  // the dropout's factors alone
     const C* ls = sc.layer;
     for (int64_t i = 0; i < count; ++i) {
       C* k = keep + i * d;
       const C rs = sc.row != nullptr ? static_cast<C>(sc.row[r + i]) : C{1};
-      // (k * rs) * ls, with k 1 when not dropping and ls 1 when absent: multiplying by 1 is exact.
-      for (int64_t c = 0; c < d; ++c) k[c] = (dropping ? k[c] : C{1}) * rs * (ls != nullptr ? ls[c] : C{1});
+      // (k * rs) * ls with k = 1 when not dropping: the same values, each case in one pass. One loop
+      // for all six, k[c] = (dropping ? k[c] : 1) * rs * (ls ? ls[c] : 1), the same bits, made the f32
+      // forward with dropout 8.5x slower (8192 x 768, one thread: 4.7 -> 40 ms; GCC kept a vector
+      // spilled to the stack across its iterations).
+      if (!dropping && ls == nullptr)
+        std::fill(k, k + d, rs);
+      else if (!dropping && sc.row == nullptr)
+        std::copy(ls, ls + d, k);
+      else if (!dropping)
+        for (int64_t c = 0; c < d; ++c) k[c] = rs * ls[c];
+      else if (ls == nullptr)
+        for (int64_t c = 0; c < d; ++c) k[c] *= rs;
+      else if (sc.row == nullptr)
+        for (int64_t c = 0; c < d; ++c) k[c] *= ls[c];
+      else
+        for (int64_t c = 0; c < d; ++c) k[c] = k[c] * rs * ls[c];
     }
     return keep;
   }
