@@ -93,26 +93,42 @@ Grads norm_double(const Tensor& ddx, const Tensor& ddw, const Tensor& ddb, const
   return out;
 }
 
+Tensor branch_factor(const Tensor& like, ScalarType c, const DropoutSpec& dropout, const Tensor& layer,
+                     const Tensor& row) {
+  Tensor k = keep_scale(like, c, dropout);
+  if (row.defined()) {
+    std::vector<int64_t> shape(like.sizes().begin(), like.sizes().end() - 1);
+    shape.push_back(1);
+    const Tensor rs = row.to(c).reshape(shape);
+    k = k.defined() ? k * rs : rs;
+  }
+  if (layer.defined()) {
+    const Tensor ls = layer.to(c);
+    k = k.defined() ? k * ls : ls;
+  }
+  return k;
+}
+
 Grads add_norm_residual(const Tensor& ds, const Tensor& dn, const Tensor& s, double alpha, const DropoutSpec& dropout,
-                        ScalarType h_dtype, ScalarType f_dtype, std::array<bool, 2> need) {
+                        ScalarType h_dtype, ScalarType f_dtype, std::array<bool, 3> need, const BranchTensors& scales) {
   const ScalarType c = stat_type(s.scalar_type());
   const Tensor dnc = dn.to(c);
   const Tensor total = ds.defined() ? dnc + ds.to(c) : dnc;
-  const Tensor ks = keep_scale(s, c, dropout);
-  const Tensor df = ks.defined() ? total * ks : total;
-  return {cast(total * alpha, h_dtype, need[0]), cast(df, f_dtype, need[1])};
+  const Tensor kr = branch_factor(s, c, dropout, Tensor(), scales.row);  // the factor before the layer scale
+  const Tensor g = kr.defined() ? total * kr : total;
+  const Tensor dlayer = need[2] ? rows_sum(g * scales.f.to(c)).to(f_dtype) : Tensor();
+  const Tensor df = scales.layer.defined() ? g * scales.layer.to(c) : g;
+  return {cast(total * alpha, h_dtype, need[0]), cast(df, f_dtype, need[1]), dlayer};
 }
 
 Grads add_norm(const Tensor& ds, const Tensor& dy_in, const Tensor& s, const Tensor& weight, double eps, bool layer,
                double alpha, const DropoutSpec& dropout, ScalarType h_dtype, ScalarType f_dtype,
-               std::array<bool, 4> need) {
+               std::array<bool, 5> need, const BranchTensors& scales) {
   // y unused: only the residual stream's gradient flows.
   const Tensor dy = dy_in.defined() ? dy_in : at::zeros(s.sizes(), s.options().dtype(f_dtype));
   const Grads n = norm(dy, s, weight, eps, layer);
-  Grads out = add_norm_residual(ds, n[0], s, alpha, dropout, h_dtype, f_dtype, {need[0], need[1]});
-  out.push_back(cast(n[1], f_dtype, need[2]));
-  out.push_back(cast(n[2], f_dtype, need[3] && layer));
-  return out;
+  const Grads r = add_norm_residual(ds, n[0], s, alpha, dropout, h_dtype, f_dtype, {need[0], need[1], need[4]}, scales);
+  return {r[0], r[1], cast(n[1], f_dtype, need[2]), cast(n[2], f_dtype, need[3] && layer), r[2]};
 }
 
 Grads rezero(const Tensor& ds, const Tensor& f, const Tensor& a, const DropoutSpec& dropout, std::array<bool, 3> need) {

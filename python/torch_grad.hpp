@@ -29,16 +29,29 @@ using Grads = std::vector<at::Tensor>;
 Grads norm_double(const at::Tensor& ddx, const at::Tensor& ddw, const at::Tensor& ddb, const at::Tensor& dy,
                   const at::Tensor& x, const at::Tensor& weight, double eps, bool layer, std::array<bool, 3> need);
 
-// s = alpha * h + Dropout(f), y = Norm(s): (dh, df, dweight, dbias) from ds and dy (either undefined).
+// The branch's scales of add_norm (each undefined: ones): layer (d) and row (the data's leading
+// shape), and the forward's f, which LayerScale's gradient reads.
+struct BranchTensors {
+  at::Tensor layer, row, f;
+};
+
+// The factor on f per element in dtype c, (keep / (1 - p)) * row * layer as the kernels form it,
+// broadcast against `like`; undefined when all ones.
+at::Tensor branch_factor(const at::Tensor& like, at::ScalarType c, const DropoutSpec& dropout, const at::Tensor& layer,
+                         const at::Tensor& row);
+
+// s = alpha * h + Dropout(f) * row * layer, y = Norm(s): (dh, df, dweight, dbias, dlayer) from ds and
+// dy (either undefined); need = {h, f, weight, bias, layer}.
 Grads add_norm(const at::Tensor& ds, const at::Tensor& dy, const at::Tensor& s, const at::Tensor& weight, double eps,
                bool layer, double alpha, const DropoutSpec& dropout, at::ScalarType h_dtype, at::ScalarType f_dtype,
-               std::array<bool, 4> need);
+               std::array<bool, 5> need, const BranchTensors& scales = {});
 
-// s = alpha * h + Dropout(f): (dh, df) from ds (undefined: zero) and dn, the norm's backward from y
-// (NormBackwardFn's dx, or the composite norm's), in s's math dtype; need = {h, f}.
+// s = alpha * h + Dropout(f) * row * layer: (dh, df, dlayer) from ds (undefined: zero) and dn, the
+// norm's backward from y (NormBackwardFn's dx, or the composite norm's), in s's math dtype;
+// need = {h, f, layer}.
 Grads add_norm_residual(const at::Tensor& ds, const at::Tensor& dn, const at::Tensor& s, double alpha,
                         const DropoutSpec& dropout, at::ScalarType h_dtype, at::ScalarType f_dtype,
-                        std::array<bool, 2> need);
+                        std::array<bool, 3> need, const BranchTensors& scales = {});
 
 // s = h + a * Dropout(f): (dh, df, da).
 Grads rezero(const at::Tensor& ds, const at::Tensor& f, const at::Tensor& a, const DropoutSpec& dropout,

@@ -504,21 +504,33 @@ Tensor rms_norm(py::handle x, py::handle weight, double eps) {
 // ---------------------------------------------------------------------------------------------
 // Fused residual add + dropout + norm
 
+// add_norm's branch scales as the kernels take them (each undefined: ones).
+template <class T>
+BranchScale<T> branch_scale(const Tensor& layer, const Tensor& row) {
+  return {in_span<T>(layer), in_span<T>(row)};
+}
+
 struct AddNormFn : torch::autograd::Function<AddNormFn> {
   static variable_list forward(AutogradContext* ctx, const Tensor& h_in, const Tensor& f_in, const OptTensor& weight_in,
-                               const OptTensor& bias_in, const AddNormOptions& options) {
+                               const OptTensor& bias_in, const OptTensor& layer_in, const OptTensor& row_in,
+                               const AddNormOptions& options) {
     ctx->set_materialize_grads(false);  // an unused output's gradient arrives undefined
     const Tensor h = h_in.contiguous(), f = f_in.contiguous(), weight = contiguous(weight_in),
-                 bias = contiguous(bias_in);
+                 bias = contiguous(bias_in), layer_scale = contiguous(layer_in), row_scale = contiguous(row_in);
     const bool layer = options.kind == NormKind::layer;
     Tensor s = new_output(h), y = new_output(f), mean = layer ? new_stats(f) : Tensor(), rstd = new_stats(f);
     visit_stream(dt_of(f.scalar_type()), dt_of(h.scalar_type()), [&](auto t_tag, auto r_tag) {
       using T = typename decltype(t_tag)::type;
       using R = typename decltype(r_tag)::type;
       add_norm_forward<T, R>(out_view<R>(s), out_view<T>(y), out_span<stat_t<T>>(mean), out_span<stat_t<T>>(rstd),
-                             in_view<R>(h), in_view<T>(f), in_span<T>(weight), in_span<T>(bias), options);
+                             in_view<R>(h), in_view<T>(f), in_span<T>(weight), in_span<T>(bias), options,
+                             branch_scale<T>(layer_scale, row_scale));
     });
-    ctx->save_for_backward({s, given(weight_in), mean, rstd});
+    // LayerScale's gradient reads the forward's f.
+    const int64_t before_layer = 2 + given(weight_in).defined() + given(bias_in).defined();
+    const bool need_layer = needs_grad(ctx, before_layer, given(layer_in).defined());
+    ctx->save_for_backward(
+        {s, given(weight_in), mean, rstd, given(layer_in), given(row_in), need_layer ? f_in : Tensor()});
     ctx->saved_data["bias"] = bias.defined();
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["alpha"] = options.alpha;
@@ -529,14 +541,17 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list none(5);
+    const variable_list none(7);
     const auto saved = ctx->get_saved_variables();
     const Tensor &s = saved[0], &mean = saved[2], &rstd = saved[3];
+    const grad2::BranchTensors scales{saved[4], saved[5], saved[6]};
     const bool need_h = ctx->needs_input_grad(0), need_f = ctx->needs_input_grad(1);
+    const bool has_bias = ctx->saved_data["bias"].toBool();
     const bool need_w = needs_grad(ctx, 2, saved[1].defined());
-    const bool need_b = needs_grad(ctx, 2 + saved[1].defined(), ctx->saved_data["bias"].toBool());
+    const bool need_b = needs_grad(ctx, 2 + saved[1].defined(), has_bias);
+    const bool need_l = needs_grad(ctx, 2 + saved[1].defined() + has_bias, scales.layer.defined());
     const Tensor &ds_in = grads[0], &dy_in = grads[1];
-    if ((!ds_in.defined() && !dy_in.defined()) || !(need_h || need_f || need_w || need_b)) return none;
+    if ((!ds_in.defined() && !dy_in.defined()) || !(need_h || need_f || need_w || need_b || need_l)) return none;
     AddNormOptions options;
     options.kind = ctx->saved_data["layer"].toBool() ? NormKind::layer : NormKind::rms;
     options.alpha = ctx->saved_data["alpha"].toDouble();
@@ -549,15 +564,16 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
         // The norm's part by its kernels (NormBackwardFn, as in layer_norm), the residual's in torch ops.
         const variable_list n = norm_backward(dy_in, s, saved[1], mean, rstd, eps, layer, need_w, need_b && layer);
         const grad2::Grads g = grad2::add_norm_residual(ds_in, n[0], s, options.alpha, options.dropout, s.scalar_type(),
-                                                        f_dtype, {need_h, need_f});
-        return {g[0], g[1], n[1], n[2], Tensor()};
+                                                        f_dtype, {need_h, need_f, need_l}, scales);
+        return {g[0], g[1], n[1], n[2], g[2], Tensor(), Tensor()};
       }
       grad2::Grads g = grad2::add_norm(ds_in, dy_in, s, saved[1], eps, layer, options.alpha, options.dropout,
-                                       s.scalar_type(), f_dtype, {need_h, need_f, need_w, need_b});
-      g.emplace_back();
+                                       s.scalar_type(), f_dtype, {need_h, need_f, need_w, need_b, need_l}, scales);
+      g.resize(7);
       return g;
     }
-    const Tensor weight = dense(saved[1]);
+    const Tensor weight = dense(saved[1]), layer_scale = dense(scales.layer), row_scale = dense(scales.row);
+    const Tensor f = need_l ? scales.f.contiguous() : Tensor();
     // y unused: only the residual stream's gradient flows (dy = 0).
     const Tensor dy = dy_in.defined() ? dy_in.contiguous() : new_output(s, f_dtype).zero_();
     const Tensor ds = dense(ds_in);
@@ -565,33 +581,57 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
     const Tensor dh = new_output(s), df = new_output(dy);
     const Tensor dw = new_param_grad((need_w || need_b) && weight.defined(), dy);
     const Tensor db = new_param_grad((need_w || need_b) && layer, dy);
+    const Tensor dl = new_param_grad(need_l, dy);
     visit_stream(dt_of(f_dtype), dt_of(s.scalar_type()), [&](auto t_tag, auto r_tag) {
       using T = typename decltype(t_tag)::type;
       using R = typename decltype(r_tag)::type;
       const View2D<const R> dsv = ds.defined() ? in_view<R>(ds) : View2D<const R>{};
+      const View2D<const T> fv = f.defined() ? in_view<T>(f) : View2D<const T>{};
       add_norm_backward<T, R>(out_view<R>(dh), out_view<T>(df), out_span<T>(dw), out_span<T>(db), in_view<T>(dy), dsv,
                               in_view<R>(s), in_span<stat_t<T>>(mean), in_span<stat_t<T>>(rstd), in_span<T>(weight),
-                              options);
+                              options, branch_scale<T>(layer_scale, row_scale), out_span<T>(dl), fv);
     });
-    return {need_h ? dh : Tensor(), need_f ? df : Tensor(), need_w ? dw : Tensor(), need_b ? db : Tensor(), Tensor()};
+    return {need_h ? dh : Tensor(),
+            need_f ? df : Tensor(),
+            need_w ? dw : Tensor(),
+            need_b ? db : Tensor(),
+            need_l ? dl : Tensor(),
+            Tensor(),
+            Tensor()};
   }
 };
 
 // The seed and offset travel through the op as int64 (the schema's int): their bits.
 std::tuple<Tensor, Tensor> add_norm_op(const Tensor& h, const Tensor& f, const OptTensor& weight, const OptTensor& bias,
                                        c10::string_view kind, double eps, double alpha, double p, int64_t seed,
-                                       int64_t offset) {
+                                       int64_t offset, const OptTensor& layerscale, const OptTensor& rowscale) {
   const char* fn = "torch.add_norm";
   check_data(h, fn, "h");
   check_data(f, fn, "f");
   check_param(weight, fn, "weight", f);
   check_param(bias, fn, "bias", f);
+  check_param(layerscale, fn, "layerscale", f);
   if (h.sizes() != f.sizes()) {
     fail<ArgValueError>(fn, "h has shape ", shape_str(h), " but f has shape ", shape_str(f));
   }
   if (h.scalar_type() != f.scalar_type() && !(h.scalar_type() == ScalarType::Float && narrow(f.scalar_type()))) {
     fail<ArgTypeError>(fn, "h has dtype ", dtype_str(h.scalar_type()), " and f ", dtype_str(f.scalar_type()),
                        "; expected the same dtype, or h float32 with f float16/bfloat16");
+  }
+  if (rowscale && rowscale->defined()) {
+    check_tensor(*rowscale, fn, "rowscale");
+    if (rowscale->scalar_type() != f.scalar_type()) {
+      fail<ArgTypeError>(fn, "rowscale has dtype ", dtype_str(rowscale->scalar_type()), "; expected ",
+                         dtype_str(f.scalar_type()));
+    }
+    if (rowscale->sizes() != f.sizes().slice(0, static_cast<size_t>(f.dim() - 1))) {
+      fail<ArgValueError>(fn, "rowscale has shape ", shape_str(*rowscale), "; expected f's leading shape ",
+                          shape_str(f.sizes().slice(0, static_cast<size_t>(f.dim() - 1))));
+    }
+    if (rowscale->requires_grad() && at::GradMode::is_enabled()) {
+      fail<ArgValueError>(fn, "rowscale requires grad, but it gets none (drop path's per-sample factor is a ",
+                          "constant): pass rowscale.detach()");
+    }
   }
   if (kind != "layer" && kind != "rms") fail<ArgValueError>(fn, "kind must be 'layer' or 'rms', got '", kind, "'");
   if (kind == "rms" && bias && bias->defined()) fail<ArgValueError>(fn, "kind='rms' takes no bias");
@@ -601,20 +641,22 @@ std::tuple<Tensor, Tensor> add_norm_op(const Tensor& h, const Tensor& f, const O
   options.eps = eps;
   options.alpha = alpha;
   options.dropout = DropoutSpec{p, std::bit_cast<uint64_t>(seed), std::bit_cast<uint64_t>(offset)};
-  const variable_list out = AddNormFn::apply(h, f, weight, bias, options);
+  const variable_list out = AddNormFn::apply(h, f, weight, bias, layerscale, rowscale, options);
   return {out[0], out[1]};
 }
 
 std::tuple<Tensor, Tensor> add_norm(py::handle h, py::handle f, py::handle weight, py::handle bias,
                                     const std::string& kind, double eps, double alpha, double p, uint64_t seed,
-                                    uint64_t offset) {
+                                    uint64_t offset, py::handle layerscale, py::handle rowscale) {
   const char* fn = "torch.add_norm";
   static const auto call = op<decltype(add_norm_op)>("addnorm::add_norm");
   const Tensor ht = tensor_of(h, fn, "h"), ft = tensor_of(f, fn, "f");
   const OptTensor w = optional_of(weight, fn, "weight"), b = optional_of(bias, fn, "bias");
+  const OptTensor ls = optional_of(layerscale, fn, "layerscale"), rs = optional_of(rowscale, fn, "rowscale");
   py::gil_scoped_release nogil;
   return python_errors([&] {
-    return call.call(ht, ft, w, b, kind, eps, alpha, p, std::bit_cast<int64_t>(seed), std::bit_cast<int64_t>(offset));
+    return call.call(ht, ft, w, b, kind, eps, alpha, p, std::bit_cast<int64_t>(seed), std::bit_cast<int64_t>(offset),
+                     ls, rs);
   });
 }
 
@@ -847,7 +889,8 @@ TORCH_LIBRARY(addnorm, m) {
   m.def("rms_norm(Tensor x, Tensor? weight=None, float eps=1e-05) -> Tensor");
   m.def(
       "add_norm(Tensor h, Tensor f, Tensor? weight=None, Tensor? bias=None, str kind=\"layer\", float eps=1e-05, "
-      "float alpha=1.0, float p=0.0, int seed=0, int offset=0) -> (Tensor, Tensor)");
+      "float alpha=1.0, float p=0.0, int seed=0, int offset=0, Tensor? layerscale=None, Tensor? rowscale=None) -> "
+      "(Tensor, Tensor)");
   m.def("rezero(Tensor h, Tensor f, Tensor a, float p=0.0, int seed=0, int offset=0) -> Tensor");
   m.def(
       "batch_norm(Tensor x, Tensor(a!)? running_mean=None, Tensor(b!)? running_var=None, Tensor? weight=None, "
@@ -874,9 +917,9 @@ PYBIND11_MODULE(_torch_ops, m) {
         "RMSNorm over the last dimension (autograd: x, weight).");
   m.def("add_norm", &add_norm, py::arg("h"), py::arg("f"), py::arg("weight") = none, py::arg("bias") = none,
         py::arg("kind") = "layer", py::arg("eps") = 1e-5, py::arg("alpha") = 1.0, py::arg("p") = 0.0,
-        py::arg("seed") = 0, py::arg("offset") = 0,
-        "Fused residual add + dropout + norm: (s, y), s = alpha * h + Dropout(f), y = Norm(s) (autograd: h, f, "
-        "weight, bias).");
+        py::arg("seed") = 0, py::arg("offset") = 0, py::arg("layerscale") = none, py::arg("rowscale") = none,
+        "Fused residual add + dropout + norm: (s, y), s = alpha * h + Dropout(f) * rowscale * layerscale, "
+        "y = Norm(s) (autograd: h, f, weight, bias, layerscale).");
   m.def("batch_norm", &batch_norm, py::arg("x"), py::arg("running_mean") = none, py::arg("running_var") = none,
         py::arg("weight") = none, py::arg("bias") = none, py::arg("training") = true, py::arg("momentum") = 0.1,
         py::arg("eps") = 1e-5, py::arg("mask") = none,

@@ -102,26 +102,48 @@ def keep_scale(shape, dtype, p, seed, offset):
     return keep.to(dtype) * (0.0 if p >= 1 else 1.0 / (1.0 - p))
 
 
-def add_norm_residual(ds, dn, s, alpha, p, seed, offset, h_dtype, f_dtype, need):
-    """(dh, df) of s = alpha * h + Dropout(f), given the gradient ds of s (None: zero) and dn, the
-    norm's backward from y (the kernel's, through its Function, or ``norm``'s), in s's math dtype;
-    None where not needed (need: two flags)."""
+def branch_factor(shape, c, p, seed, offset, layerscale=None, rowscale=None):
+    """The factor on f per element, in c, formed as the kernels form it: ``(keep / (1 - p)) *
+    rowscale[r] * layerscale[c]`` (rowscale of shape ``shape[:-1]``, layerscale ``(d,)``), broadcast
+    against `shape`; None when it is all ones (no dropout, no scales)."""
+    k = keep_scale(shape, c, p, seed, offset)
+    if rowscale is not None:
+        rs = rowscale.to(c).reshape(tuple(shape[:-1]) + (1,))
+        k = rs if k is None else k * rs
+    if layerscale is not None:
+        ls = layerscale.to(c)
+        k = ls if k is None else k * ls
+    return k
+
+
+def add_norm_residual(ds, dn, s, alpha, p, seed, offset, h_dtype, f_dtype, need, layerscale=None, rowscale=None,
+                      f=None):
+    """(dh, df, dlayerscale) of s = alpha * h + Dropout(f) * rowscale * layerscale, given the
+    gradient ds of s (None: zero) and dn, the norm's backward from y (the kernel's, through its
+    Function, or ``norm``'s), in s's math dtype; None where not needed (need: three flags; the third
+    needs layerscale and the forward's f)."""
     c = _compute(s.dtype)
     total = dn.to(c) if ds is None else dn.to(c) + ds.to(c)
-    ks = keep_scale(s.shape, c, p, seed, offset)
-    df = total if ks is None else total * ks
-    return _cast(total * alpha, h_dtype, need[0]), _cast(df, f_dtype, need[1])
+    kr = branch_factor(s.shape, c, p, seed, offset, None, rowscale)  # the factor before the layer scale
+    g = total if kr is None else total * kr
+    dls = None
+    if need[2]:
+        dls = _rows_sum(g * f.to(c)).to(f_dtype)
+    df = g if layerscale is None else g * layerscale.to(c)
+    return _cast(total * alpha, h_dtype, need[0]), _cast(df, f_dtype, need[1]), dls
 
 
-def add_norm(ds, dy, s, weight, eps, layer, alpha, p, seed, offset, h_dtype, f_dtype, need):
-    """Gradients (dh, df, dweight, dbias) of s = alpha * h + Dropout(f), y = Norm(s) * weight + bias,
-    given the gradients ds of s and dy of y (either may be None) and the saved s; None where not
-    needed (need: four flags)."""
+def add_norm(ds, dy, s, weight, eps, layer, alpha, p, seed, offset, h_dtype, f_dtype, need, layerscale=None,
+             rowscale=None, f=None):
+    """Gradients (dh, df, dweight, dbias, dlayerscale) of s = alpha * h + Dropout(f) * rowscale *
+    layerscale, y = Norm(s) * weight + bias, given the gradients ds of s and dy of y (either may be
+    None) and the saved s (and f, for dlayerscale); None where not needed (need: five flags)."""
     if dy is None:  # y unused: only the residual stream's gradient flows
         dy = torch.zeros(s.shape, dtype=f_dtype)
     dn, dw, db = norm(dy, s, weight, eps, layer)
-    return add_norm_residual(ds, dn, s, alpha, p, seed, offset, h_dtype, f_dtype, need[:2]) + (
-        _cast(dw, f_dtype, need[2]), _cast(db, f_dtype, need[3] and layer))
+    dh, df, dls = add_norm_residual(ds, dn, s, alpha, p, seed, offset, h_dtype, f_dtype, (need[0], need[1], need[4]),
+                                    layerscale, rowscale, f)
+    return dh, df, _cast(dw, f_dtype, need[2]), _cast(db, f_dtype, need[3] and layer), dls
 
 
 def rezero(ds, f, a, p, seed, offset, need):
@@ -202,10 +224,12 @@ def _dropped(f, p, seed, offset):
     return c, f.to(c) if ks is None else f.to(c) * ks
 
 
-def add_norm_forward(h, f, weight, bias, layer, eps, alpha, p, seed, offset):
-    """(s, y): s = alpha * h + Dropout(f) in h's dtype, y = Norm(s) in f's."""
-    c, dropped = _dropped(f, p, seed, offset)
-    s = (h.to(c) * alpha + dropped).to(h.dtype)
+def add_norm_forward(h, f, weight, bias, layer, eps, alpha, p, seed, offset, layerscale=None, rowscale=None):
+    """(s, y): s = alpha * h + Dropout(f) * rowscale * layerscale in h's dtype, y = Norm(s) in f's."""
+    c = _compute(f.dtype)
+    k = branch_factor(f.shape, c, p, seed, offset, layerscale, rowscale)
+    branch = f.to(c) if k is None else f.to(c) * k
+    s = (h.to(c) * alpha + branch).to(h.dtype)
     return s, norm_forward(s, weight, bias, eps, layer).to(f.dtype)
 
 

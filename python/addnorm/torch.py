@@ -8,13 +8,15 @@ float64 data); the saved statistics are float32 (float64 for float64 data).
 - ``layer_norm(x, weight=None, bias=None, eps=1e-5)``
 - ``rms_norm(x, weight=None, eps=1e-5)``
 - ``add_norm(h, f, weight=None, bias=None, kind="layer", eps=1e-5, alpha=1.0, p=0.0, seed=0,
-  offset=0)`` -> ``(s, y)`` with ``s = alpha * h + Dropout(f)`` and ``y = Norm(s)``
+  offset=0, layerscale=None, rowscale=None)`` -> ``(s, y)`` with ``s = alpha * h + Dropout(f) *
+  rowscale * layerscale`` (LayerScale, learnable, and drop path; None = ones) and ``y = Norm(s)``
 - ``rezero(h, f, a, p=0.0, seed=0, offset=0)`` -> ``s = h + a * Dropout(f)``, ``a`` a learnable
   scalar tensor
 - ``batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, training=True,
   momentum=0.1, eps=1e-5, mask=None)``: BatchNorm of the last dimension over the rows
 - ``LayerNorm(d, eps=1e-5, elementwise_affine=True)``, ``RMSNorm(d, eps=1e-5)``,
-  ``AddNorm(d, kind="layer", eps=1e-5, alpha=1.0, p=0.0)``, ``ReZero(p=0.0)`` and
+  ``AddNorm(d, kind="layer", eps=1e-5, alpha=1.0, p=0.0, layer_scale=None, drop_path=0.0)``,
+  ``ReZero(p=0.0)`` and
   ``BatchNorm(d, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True)`` modules.
 
 Inputs have any leading shape ``(..., d)``; only the last dimension is normalized (PyTorch's
@@ -148,6 +150,11 @@ def _tensor(a, dtype=None):
     return torch.from_numpy(a)
 
 
+def _flat(rowscale):
+    """rowscale (the data's leading shape) as the NumPy API's (rows,); None stays None."""
+    return None if rowscale is None else rowscale.reshape(-1)
+
+
 class _NormBackwardFunction(torch.autograd.Function):
     """LayerNorm's (layer) or RMSNorm's backward as a function autograd differentiates, for
     create_graph (a gradient penalty): forward is the backward kernel, returning (dx, dweight, dbias),
@@ -235,38 +242,47 @@ class _RMSNormFunction(torch.autograd.Function):
 
 class _AddNormFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, h, f, weight, bias, kind, eps, alpha, p, seed, offset):
+    def forward(ctx, h, f, weight, bias, layerscale, rowscale, kind, eps, alpha, p, seed, offset):
         ctx.set_materialize_grads(False)  # an unused output's gradient arrives as None
         opts = dict(kind=kind, alpha=alpha, p=p, seed=seed, offset=offset)
-        s, y, mean, rstd = _C.add_norm_forward(_np(h), _np(f), _np(weight), _np(bias), eps=eps, **opts)
+        scales = dict(layerscale=_np(layerscale), rowscale=_np(_flat(rowscale)))
+        s, y, mean, rstd = _C.add_norm_forward(_np(h), _np(f), _np(weight), _np(bias), eps=eps, **opts, **scales)
         s, y = _tensor(s, h.dtype), _tensor(y, f.dtype)
-        ctx.save_for_backward(s, weight, _tensor(mean), _tensor(rstd))
+        need_ls = layerscale is not None and ctx.needs_input_grad[4]  # LayerScale's gradient reads f
+        ctx.save_for_backward(s, weight, _tensor(mean), _tensor(rstd), layerscale, rowscale, f if need_ls else None)
         ctx.opts, ctx.eps, ctx.h_dtype, ctx.f_dtype = opts, eps, h.dtype, f.dtype
         return s, y
 
     @staticmethod
     def backward(ctx, ds, dy):
-        s, weight, mean, rstd = ctx.saved_tensors
-        need_h, need_f, need_w, need_b = ctx.needs_input_grad[:4]
-        if (ds is None and dy is None) or not (need_h or need_f or need_w or need_b):
-            return (None,) * 10
+        s, weight, mean, rstd, ls, rs, f = ctx.saved_tensors
+        need_h, need_f, need_w, need_b, need_ls = ctx.needs_input_grad[:5]
+        if (ds is None and dy is None) or not (need_h or need_f or need_w or need_b or need_ls):
+            return (None,) * 12
+        rest = (None,) * 7  # rowscale (no gradient), kind, eps, alpha, p, seed, offset
         if torch.is_grad_enabled():  # create_graph
             o = ctx.opts
             layer = o["kind"] == "layer"
+            scales = (ls, rs, f)
             if dy is not None and s.dtype == ctx.f_dtype:  # the norm's part by its kernels, as in layer_norm
                 dn, dw, db = _NormBackwardFunction.apply(dy, s, weight, mean, rstd, ctx.eps, layer, need_w,
                                                          need_b and layer)
-                return _grad2.add_norm_residual(ds, dn, s, o["alpha"], o["p"], o["seed"], o["offset"], ctx.h_dtype,
-                                                ctx.f_dtype, (need_h, need_f)) + (dw, db) + (None,) * 6
+                dh, df, dls = _grad2.add_norm_residual(ds, dn, s, o["alpha"], o["p"], o["seed"], o["offset"],
+                                                       ctx.h_dtype, ctx.f_dtype, (need_h, need_f, need_ls), *scales)
+                return (dh, df, dw, db, dls) + rest
             return _grad2.add_norm(ds, dy, s, weight, ctx.eps, layer, o["alpha"], o["p"], o["seed"], o["offset"],
-                                   ctx.h_dtype, ctx.f_dtype, (need_h, need_f, need_w, need_b)) + (None,) * 6
+                                   ctx.h_dtype, ctx.f_dtype, (need_h, need_f, need_w, need_b, need_ls),
+                                   *scales) + rest
         if dy is None:  # y unused: only the residual stream's gradient flows
             dy = torch.zeros(s.shape, dtype=ctx.f_dtype)
-        dh, df, dw, db = _C.add_norm_backward(_np(dy), _np(s), _np(mean), _np(rstd), _np(weight), _np(ds),
-                                              param_grads=bool(need_w or need_b), **ctx.opts)
+        out = _C.add_norm_backward(_np(dy), _np(s), _np(mean), _np(rstd), _np(weight), _np(ds),
+                                   param_grads=bool(need_w or need_b or need_ls), layerscale=_np(ls),
+                                   rowscale=_np(_flat(rs)), f=_np(f), **ctx.opts)
+        dh, df, dw, db = out[:4]
+        dls = out[4] if need_ls else None
         return (_tensor(dh, ctx.h_dtype) if need_h else None, _tensor(df, ctx.f_dtype) if need_f else None,
                 _tensor(dw, ctx.f_dtype) if need_w else None, _tensor(db, ctx.f_dtype) if need_b else None,
-                None, None, None, None, None, None)
+                _tensor(dls, ctx.f_dtype) if need_ls else None) + rest
 
 
 class _ReZeroFunction(torch.autograd.Function):
@@ -405,7 +421,8 @@ def rms_norm(x, weight=None, eps=1e-5):
     return _RMSNormFunction.apply(x, weight, float(eps))
 
 
-def add_norm(h, f, weight=None, bias=None, kind="layer", eps=1e-5, alpha=1.0, p=0.0, seed=0, offset=0):
+def add_norm(h, f, weight=None, bias=None, kind="layer", eps=1e-5, alpha=1.0, p=0.0, seed=0, offset=0,
+             layerscale=None, rowscale=None):
     """Fused residual add, dropout and norm: returns ``(s, y)``, ``s = alpha * h + Dropout(f)``,
     ``y = Norm(s)`` with Norm = LayerNorm (``kind="layer"``) or RMSNorm (``kind="rms"``, no bias).
 
@@ -413,23 +430,34 @@ def add_norm(h, f, weight=None, bias=None, kind="layer", eps=1e-5, alpha=1.0, p=
     ``(seed, offset)``, regenerated in backward: pass a new seed or offset every training step.
     h may be float32 while f, weight and bias are float16 or bfloat16 (an f32 residual stream):
     s then has h's dtype and y f's dtype. Otherwise h and f have the same dtype.
+
+    Branch scales (flash-attn's colscale and rowscale), f's dtype, None = ones:
+    ``s = alpha * h + Dropout(f) * rowscale[..., None] * layerscale``. ``layerscale`` (shape
+    ``(d,)``) is LayerScale, learnable: it gets its gradient. ``rowscale`` (shape ``h.shape[:-1]``)
+    is drop path per sample (0 for a dropped sample, 1 / (1 - p_path) for a kept one), a constant:
+    it gets no gradient, and a rowscale that requires grad is an error.
     """
-    if _grad2.dual(h, f, weight, bias):  # forward-mode AD, as in layer_norm
-        add_norm(*_primals(h, f, weight, bias), kind, eps, alpha, p, seed, offset)
+    fn = "add_norm"
+    if _grad2.dual(h, f, weight, bias, layerscale, rowscale):  # forward-mode AD, as in layer_norm
+        add_norm(*_primals(h, f, weight, bias), kind, eps, alpha, p, seed, offset, *_primals(layerscale, rowscale))
         return _grad2.add_norm_forward(h, f, weight, bias, kind == "layer", float(eps), float(alpha), float(p),
-                                       int(seed), int(offset))
+                                       int(seed), int(offset), layerscale, rowscale)
     functorch = _grad2.functorch_active()
     if _ops is not None and not functorch:
-        return _ops.add_norm(h, f, weight, bias, kind, eps, alpha, p, seed, offset)
+        return _ops.add_norm(h, f, weight, bias, kind, eps, alpha, p, seed, offset, layerscale, rowscale)
     _no_trace("add_norm")
-    fn = "add_norm"
+    if not functorch and isinstance(rowscale, torch.Tensor) and rowscale.requires_grad and torch.is_grad_enabled():
+        raise ValueError(f"[addnorm.torch.{fn}] rowscale requires grad, but it gets none (drop path's per-sample "
+                         "factor is a constant): pass rowscale.detach()")
     _check_args(fn, h, "h")
-    _check_args(fn, f, "f", weight=weight, bias=bias)
+    _check_args(fn, f, "f", weight=weight, bias=bias, layerscale=layerscale)
     if tuple(h.shape) != tuple(f.shape):
         raise ValueError(f"[addnorm.torch.{fn}] h has shape {tuple(h.shape)} but f has shape {tuple(f.shape)}")
     if h.dtype != f.dtype and not (h.dtype == torch.float32 and f.dtype in (torch.float16, torch.bfloat16)):
         raise TypeError(f"[addnorm.torch.{fn}] h has dtype {h.dtype} and f {f.dtype}; expected the same dtype, "
                         "or h float32 with f float16/bfloat16")
+    if rowscale is not None:
+        _check(fn, "rowscale", rowscale, f.dtype, tuple(f.shape[:-1]))
     if kind not in ("layer", "rms"):
         raise ValueError(f"[addnorm.torch.{fn}] kind must be 'layer' or 'rms', got {kind!r}")
     if kind == "rms" and bias is not None:
@@ -438,13 +466,14 @@ def add_norm(h, f, weight=None, bias=None, kind="layer", eps=1e-5, alpha=1.0, p=
         raise ValueError(f"[addnorm.torch.{fn}] dropout p must be in [0, 1], got {p}")
     if functorch:  # as in layer_norm
         return _grad2.add_norm_forward(h, f, weight, bias, kind == "layer", _eps(fn, eps), float(alpha), float(p),
-                                       int(seed), int(offset))
-    if not _needs_grad(h, f, weight, bias):
+                                       int(seed), int(offset), layerscale, rowscale)
+    if not _needs_grad(h, f, weight, bias, layerscale):
         s, y, _, _ = _C.add_norm_forward(_np(h), _np(f), _np(weight), _np(bias), kind=kind, eps=float(eps),
-                                         alpha=float(alpha), p=float(p), seed=int(seed), offset=int(offset))
+                                         alpha=float(alpha), p=float(p), seed=int(seed), offset=int(offset),
+                                         layerscale=_np(layerscale), rowscale=_np(_flat(rowscale)))
         return _tensor(s, h.dtype), _tensor(y, f.dtype)
-    return _AddNormFunction.apply(h, f, weight, bias, kind, float(eps), float(alpha), float(p), int(seed),
-                                  int(offset))
+    return _AddNormFunction.apply(h, f, weight, bias, layerscale, rowscale, kind, float(eps), float(alpha), float(p),
+                                  int(seed), int(offset))
 
 
 def rezero(h, f, a, p=0.0, seed=0, offset=0):
@@ -739,34 +768,57 @@ class AddNorm(torch.nn.Module):
     blocks carry s on and feed y to the next sub-layer; post-norm blocks use y; DeepNorm sets
     ``alpha``. Parameters ``weight`` (ones) and, for ``kind="layer"``, ``bias`` (zeros), shape (d,);
     dropout probability ``p``, applied in training mode only (pass a new ``seed`` every step).
+
+    Branch scales, both off by default: ``layer_scale`` (a float, e.g. 1e-5 .. 0.1, as CaiT and
+    DINOv2 start it) adds the parameter ``layerscale``, shape (d,), filled with it, which scales
+    the branch per channel (LayerScale); ``drop_path`` (a probability) drops the whole branch of a
+    sample (every row of h) in training mode, keeping the others scaled by 1 / (1 - drop_path)
+    (stochastic depth, as timm's DropPath: drawn from torch's generator, ``torch.manual_seed``
+    repeats it). ``s = alpha * h + Dropout(f) * rowscale * layerscale``.
     """
 
-    def __init__(self, d, kind="layer", eps=1e-5, alpha=1.0, p=0.0, elementwise_affine=True, device=None,
-                 dtype=None):
+    def __init__(self, d, kind="layer", eps=1e-5, alpha=1.0, p=0.0, elementwise_affine=True, layer_scale=None,
+                 drop_path=0.0, device=None, dtype=None):
         super().__init__()
         d = _dim("AddNorm", d)
         if kind not in ("layer", "rms"):
             raise ValueError(f"[addnorm.torch.AddNorm] kind must be 'layer' or 'rms', got {kind!r}")
         if not 0.0 <= float(p) <= 1.0:
             raise ValueError(f"[addnorm.torch.AddNorm] dropout p must be in [0, 1], got {p}")
+        if not 0.0 <= float(drop_path) <= 1.0:
+            raise ValueError(f"[addnorm.torch.AddNorm] drop_path must be in [0, 1], got {drop_path}")
+        if layer_scale is not None and not math.isfinite(float(layer_scale)):
+            raise ValueError(f"[addnorm.torch.AddNorm] layer_scale must be finite, got {layer_scale}")
         self.normalized_shape, self.kind, self.eps, self.alpha, self.p = (d,), kind, float(eps), float(alpha), float(p)
         self.elementwise_affine = elementwise_affine
+        self.layer_scale = None if layer_scale is None else float(layer_scale)
+        self.drop_path = float(drop_path)
         ones, zeros = torch.ones(d, device=device, dtype=dtype), torch.zeros(d, device=device, dtype=dtype)
         self.register_parameter("weight", torch.nn.Parameter(ones) if elementwise_affine else None)
         self.register_parameter("bias", torch.nn.Parameter(zeros) if elementwise_affine and kind == "layer" else None)
+        scale = None if layer_scale is None else torch.full((d,), float(layer_scale), device=device, dtype=dtype)
+        self.register_parameter("layerscale", None if scale is None else torch.nn.Parameter(scale))
 
     def forward(self, h, f, seed: int = 0, offset: int = 0):
         p = self.p if self.training else 0.0
+        rowscale: Optional[torch.Tensor] = None
+        if self.training and self.drop_path > 0.0:
+            keep = 1.0 - self.drop_path
+            rowscale = f.new_empty(f.shape[:-1]).bernoulli_(keep)
+            if keep > 0.0:
+                rowscale = rowscale.div_(keep)
         if torch.jit.is_scripting():
             return torch.ops.addnorm.add_norm(h, f, self.weight, self.bias, self.kind, self.eps, self.alpha, p, seed,
-                                              offset)
-        return self._eager(h, f, p, seed, offset)
+                                              offset, self.layerscale, rowscale)
+        return self._eager(h, f, p, seed, offset, rowscale)
 
     @torch.jit.unused
-    def _eager(self, h, f, p: float, seed: int, offset: int):
+    def _eager(self, h, f, p: float, seed: int, offset: int, rowscale: Optional[torch.Tensor]):
         return add_norm(h, f, self.weight, self.bias, kind=self.kind, eps=self.eps, alpha=self.alpha, p=p, seed=seed,
-                        offset=offset)
+                        offset=offset, layerscale=self.layerscale, rowscale=rowscale)
 
     def extra_repr(self):
+        scales = "" if self.layer_scale is None else f", layer_scale={self.layer_scale}"
+        scales += f", drop_path={self.drop_path}" if self.drop_path > 0 else ""
         return (f"{self.normalized_shape}, kind={self.kind!r}, eps={self.eps}, alpha={self.alpha}, p={self.p}, "
-                f"elementwise_affine={self.elementwise_affine}")
+                f"elementwise_affine={self.elementwise_affine}{scales}")
