@@ -526,9 +526,9 @@ struct AddNormFn : torch::autograd::Function<AddNormFn> {
                              in_view<R>(h), in_view<T>(f), in_span<T>(weight), in_span<T>(bias), options,
                              branch_scale<T>(layer_scale, row_scale));
     });
-    // LayerScale's gradient reads the forward's f.
-    const int64_t before_layer = 2 + given(weight_in).defined() + given(bias_in).defined();
-    const bool need_layer = needs_grad(ctx, before_layer, given(layer_in).defined());
+    // LayerScale's gradient reads the forward's f. (needs_input_grad cannot be asked here: without
+    // grad mode the Function has no edges.)
+    const bool need_layer = layer_scale.defined() && layer_scale.requires_grad();
     ctx->save_for_backward(
         {s, given(weight_in), mean, rstd, given(layer_in), given(row_in), need_layer ? f_in : Tensor()});
     ctx->saved_data["bias"] = bias.defined();
