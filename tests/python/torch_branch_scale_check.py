@@ -27,14 +27,16 @@ every failure, 0 when all pass), each once per backend:
 Then, with the C++ backend:
   backends    the two backends give the same bits (first order and create_graph; float32, float64,
               float16, bfloat16; an f32 stream).
-  jit         AddNorm with layer_scale and drop_path scripted and traced: the same bits as eager
-              (under the same torch.manual_seed); torch.ops.addnorm.add_norm takes the scales.
+  jit         AddNorm with layer_scale and drop_path scripted, traced and FX-traced: the same bits
+              as eager (under the same torch.manual_seed); torch.ops.addnorm.add_norm takes the
+              scales and checks rowscale's shape.
 """
 import copy
 
 import numpy as np
 import torch
 import torch.autograd.forward_ad as fwAD
+import torch.fx
 import torch.nn.functional as F
 
 import addnorm
@@ -352,6 +354,10 @@ def g_jit(g):
         out = run(jm)
         g.check(len(out) == len(ref) and all(torch.equal(u, v) for u, v in zip(out, ref)),
                 f"AddNorm {how}: outputs or gradients differ from eager")
+    gm = torch.fx.symbolic_trace(copy.deepcopy(m))
+    out = run(gm)
+    g.check(len(out) == len(ref) and all(torch.equal(u, v) for u, v in zip(out, ref)),
+            "AddNorm torch.fx.symbolic_trace: outputs or gradients differ from eager")
     rs = row_scale((6, 4), 84)
     s, _ = torch.ops.addnorm.add_norm(x, f, None, None, layerscale=torch.full((d,), 0.5), rowscale=rs)
     sr, _ = ref_add_norm(x, f, None, None, layerscale=torch.full((d,), 0.5), rowscale=rs)
