@@ -18,12 +18,12 @@ torch's over addnorm's (above 1: addnorm faster).
 import argparse
 import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 import addnorm.torch as at
+from branch_scale import best_of  # this directory's NumPy counterpart
 
 
 def step(fn, inputs, ds, dy):
@@ -31,15 +31,6 @@ def step(fn, inputs, ds, dy):
     s, y = fn(*ins)
     torch.autograd.backward([s, y], [ds, dy])
     return [s.detach(), y.detach()] + [t.grad for t in ins]
-
-
-def best_of(fn, reps):
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main():
