@@ -203,13 +203,13 @@ struct RowOps {
                             S rstd1, const T* g, int64_t d, bool stream, const NextRows* next0, const NextRows* next1);
   void (*rms_backward)(T* dx, S* pdg, const T* dy, const T* x, S rstd, const T* g, int64_t d, bool stream,
                        const NextRows* next);
-  // Double backward of one row (double_backward_kernels.inc): gx, gdy (d) = or null, pg (d) += or
-  // null, from u = ddx, dy, x (d), the row's mean (0 for RMSNorm) and rstd, and gamma, ddgamma,
-  // ddbeta (d) in S (ones / zeros where absent).
+  // Double backward of one row (double_backward_kernels.inc): gx, gdy (d) = or null (streamed when
+  // `stream`, unfenced), pg (d) += or null, from u = ddx, dy, x (d), the row's mean (0 for RMSNorm)
+  // and rstd, and gamma, ddgamma, ddbeta (d) in S (ones / zeros where absent).
   void (*ln_double_backward_row)(T* gx, T* gdy, S* pg, const T* u, const T* dy, const T* x, S mean, S rstd, const S* g,
-                                 const S* vw, const S* vb, int64_t d);
+                                 const S* vw, const S* vb, int64_t d, bool stream);
   void (*rms_double_backward_row)(T* gx, T* gdy, S* pg, const T* u, const T* dy, const T* x, S mean, S rstd, const S* g,
-                                  const S* vw, const S* vb, int64_t d);
+                                  const S* vw, const S* vb, int64_t d, bool stream);
   RowMeanRstd (*add_norm_forward_row)(T* s, T* y, const T* h, const T* f, const C* keep, C alpha, const C* g,
                                       const C* b, int64_t d, double eps, bool layer, bool stream, T* t,
                                       const NextRows* next);
