@@ -205,11 +205,12 @@ struct RowOps {
                        const NextRows* next);
   // Double backward of one row (double_backward_kernels.inc): gx, gdy (d) = or null (streamed when
   // `stream`, unfenced), pg (d) += or null, from u = ddx, dy, x (d), the row's mean (0 for RMSNorm)
-  // and rstd, and gamma, ddgamma, ddbeta (d) in S (ones / zeros where absent).
+  // and rstd, and gamma, ddgamma, ddbeta (d) in S (ones / zeros where absent); the next row's
+  // inputs prefetched during the last output pass (next, or null).
   void (*ln_double_backward_row)(T* gx, T* gdy, S* pg, const T* u, const T* dy, const T* x, S mean, S rstd, const S* g,
-                                 const S* vw, const S* vb, int64_t d, bool stream);
+                                 const S* vw, const S* vb, int64_t d, bool stream, const NextRows* next);
   void (*rms_double_backward_row)(T* gx, T* gdy, S* pg, const T* u, const T* dy, const T* x, S mean, S rstd, const S* g,
-                                  const S* vw, const S* vb, int64_t d, bool stream);
+                                  const S* vw, const S* vb, int64_t d, bool stream, const NextRows* next);
   RowMeanRstd (*add_norm_forward_row)(T* s, T* y, const T* h, const T* f, const C* keep, C alpha, const C* g,
                                       const C* b, int64_t d, double eps, bool layer, bool stream, T* t,
                                       const NextRows* next);

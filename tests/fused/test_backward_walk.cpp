@@ -4,9 +4,8 @@
 // in src/simd/norm_backward.inc). On every SIMD target, every row kernel that takes
 // a NextRows is run with nothing to prefetch, with a next row walked forward and walked backward,
 // streamed and not, on rows on a cache line and 3 elements past one (a scalar head), of lengths
-// with and without a tail, and the fused backward's two outputs each streamed or not (with the
-// double backward's rows, which take no next row, streamed or not): every output, partial sum and
-// statistic must be the same bits. This fails when the backward walk skips, repeats
+// with and without a tail, and the fused backward's two outputs each streamed or not: every output,
+// partial sum and statistic must be the same bits. This fails when the backward walk skips, repeats
 // or splits elements differently (checked by making it skip its first pair).
 #include <gtest/gtest.h>
 
@@ -101,12 +100,17 @@ Bytes run_kernels(int64_t d, int64_t shift, const NextRows* next, bool stream, b
   }
   ops.bn_forward_row(out.data(), x.data(), gc.data(), a.data(), bc.data(), d, stream, next);
   append(bytes, out);
-  // The double backward's rows take no next row: streamed or not.
+  // The double backward's rows, with both outputs (the next row fetched during gx's pass) and with
+  // gdy alone (during gdy's).
   for (const auto row : {ops.ln_double_backward_row, ops.rms_double_backward_row}) {
     std::vector<S> pg(static_cast<size_t>(d), S{0.5});
     row(out.data(), out2.data(), pg.data(), h.data(), dy.data(), x.data(), S{0.375}, S{0.875}, gc.data(), keep.data(),
-        bc.data(), d, stream);
+        bc.data(), d, stream, next);
     append(bytes, out);
+    append(bytes, out2);
+    append(bytes, pg);
+    row(nullptr, out2.data(), pg.data(), h.data(), dy.data(), x.data(), S{0.375}, S{0.875}, gc.data(), keep.data(),
+        bc.data(), d, stream, next);
     append(bytes, out2);
     append(bytes, pg);
   }
