@@ -124,7 +124,7 @@ py::tuple add_norm_bwd(const py::object& dy_in, const py::object& s_in, const py
   py::object dlayer = py::none();
   if (param_grads && g.present) dgamma = new_zeros(dy.dt, dy.d);
   if (param_grads && layer) dbeta = new_zeros(dy.dt, dy.d);
-  if (param_grads && f.present) dlayer = new_zeros(dy.dt, dy.d);
+  if (f.present) dlayer = new_zeros(dy.dt, dy.d);  // f is given only for dlayerscale
   visit_stream(dy.dt, s.dt, [&](auto t_tag, auto r_tag) {
     using T = typename decltype(t_tag)::type;
     using R = typename decltype(r_tag)::type;
@@ -211,7 +211,8 @@ void bind_add_norms(py::module_& m) {
         "Backward of add_norm_forward: (dh, df, dgamma, dbeta); ds is the gradient arriving on the "
         "residual stream s (None = 0). The dropout mask is regenerated from (p, seed, offset). "
         "layerscale and rowscale: the forward's. With layerscale, a fifth result, dlayerscale: "
-        "LayerScale's gradient when the forward's f is given (and param_grads), else None. "
+        "LayerScale's gradient when the forward's f is given (whatever param_grads, which asks for "
+        "dgamma and dbeta), else None. "
         "out: arrays (dh, df) to write into.");
   m.def("rezero_forward", &rezero_fwd, arg("h"), arg("f"), arg("a"), py::kw_only(), arg("p") = 0.0, arg("seed") = 0,
         arg("offset") = 0, arg("out") = none, "ReZero: s = h + a * Dropout(f). out: an array for s (h may be it).");

@@ -275,9 +275,10 @@ class _AddNormFunction(torch.autograd.Function):
                                    *scales) + rest
         if dy is None:  # y unused: only the residual stream's gradient flows
             dy = torch.zeros(s.shape, dtype=ctx.f_dtype)
+        # f asks for dlayerscale; param_grads for dweight and dbias only.
         out = _C.add_norm_backward(_np(dy), _np(s), _np(mean), _np(rstd), _np(weight), _np(ds),
-                                   param_grads=bool(need_w or need_b or need_ls), layerscale=_np(ls),
-                                   rowscale=_np(_flat(rs)), f=_np(f), **ctx.opts)
+                                   param_grads=bool(need_w or need_b), layerscale=_np(ls), rowscale=_np(_flat(rs)),
+                                   f=_np(f) if need_ls else None, **ctx.opts)
         dh, df, dw, db = out[:4]
         dls = out[4] if need_ls else None
         return (_tensor(dh, ctx.h_dtype) if need_h else None, _tensor(df, ctx.f_dtype) if need_f else None,

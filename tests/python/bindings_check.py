@@ -400,6 +400,12 @@ def branch_scale_case(dt, rdt, kind, p, shape, layer, row):
         no_f = addnorm.add_norm_backward(dy, s, mean, rstd, gamma, ds, **opts)
         expect_none(tag + ' dlayerscale without f', no_f[4])
         check(tag + ' df without f', no_f[1], total * fac, dt, floor=term)
+        # f alone asks for dlayerscale: param_grads=False leaves out dgamma and dbeta, the rest the same bits
+        alone = addnorm.add_norm_backward(dy, s, mean, rstd, gamma, ds, param_grads=False, **opts, **grads)
+        expect_none(tag + ' dgamma (param_grads=False, f given)', alone[2])
+        expect_none(tag + ' dbeta (param_grads=False, f given)', alone[3])
+        same(tag + ' dh, df, dlayerscale with param_grads=False', (alone[0], alone[1], alone[4]),
+             (out[0], out[1], out[4]))
 
 
 def g_branch_scale():
