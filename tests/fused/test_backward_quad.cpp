@@ -1,0 +1,103 @@
+// Streamed wide f32 LayerNorm backward rows go four at a time (RowOps::ln_backward_quad: two pairs'
+// sums passes, then one joint dx pass over the four rows that adds their parameter gradients into
+// the partials). It must give the same bits as ln_backward_pair on rows 0-1 and then 2-3, both with
+// nothing to prefetch (their joint dx pass) and with next rows (their sums pass adds the partials):
+// every row's dx and both partials, on every SIMD target, for rows of 4096 (whole vectors) and 4100
+// (a scalar tail) on cache lines, streamed and not, with gamma and both partials, gamma with dgamma
+// alone, and neither gamma nor dgamma (dbeta alone).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../../src/simd/row_ops.hpp"
+#include "addnorm/norm/simd.hpp"
+#include "norm_testing.hpp"
+
+namespace {
+
+using addnorm::detail::NextRows;
+using addnorm::testing::Placed;
+
+struct Outputs {
+  std::vector<float> dx, pdg, pdb;
+  bool operator==(const Outputs&) const = default;
+};
+
+struct Rows {
+  int64_t d, stride;
+  Placed<float> x, dy, g;
+  std::vector<float> mean, rstd, pdg0, pdb0;
+};
+
+Rows make_rows(int64_t d) {
+  const int64_t stride = (d + 15) / 16 * 16;  // every row on a cache line
+  addnorm::testing::Rng rng(static_cast<uint64_t>(d));
+  using addnorm::testing::random_vector;
+  return {d,
+          stride,
+          Placed<float>(random_vector<float>(4 * stride, rng, 0.5, 2), 0),
+          Placed<float>(random_vector<float>(4 * stride, rng), 0),
+          Placed<float>(random_vector<float>(d, rng, 1, 0.3), 0),
+          random_vector<float>(4, rng, 0.5, 0.1),
+          random_vector<float>(4, rng, 1, 0.2),
+          random_vector<float>(d, rng),
+          random_vector<float>(d, rng)};
+}
+
+// quad: ln_backward_quad; else ln_backward_pair on rows 0-1 then 2-3 with `next` (or null) for both
+// of its next rows.
+Outputs run(const Rows& k, bool quad, const NextRows* next, bool gamma, bool dg, bool db, bool stream) {
+  const auto& ops = addnorm::detail::row_ops<float>();
+  Placed<float> dx(4 * k.stride, 0);
+  Outputs o{{}, k.pdg0, k.pdb0};
+  float* pdg = dg ? o.pdg.data() : nullptr;
+  float* pdb = db ? o.pdb.data() : nullptr;
+  const float* g = gamma ? k.g.data() : nullptr;
+  if (quad) {
+    ops.ln_backward_quad(dx.data(), k.stride, pdg, pdb, k.dy.data(), k.stride, k.x.data(), k.stride, k.mean.data(),
+                         k.rstd.data(), g, k.d, stream);
+  } else {
+    for (int64_t r = 0; r < 4; r += 2) {
+      const int64_t o0 = r * k.stride, o1 = o0 + k.stride;
+      ops.ln_backward_pair(dx.data() + o0, dx.data() + o1, pdg, pdb, k.dy.data() + o0, k.dy.data() + o1,
+                           k.x.data() + o0, k.x.data() + o1, k.mean[r], k.mean[r + 1], k.rstd[r], k.rstd[r + 1], g, k.d,
+                           stream, next, next);
+    }
+  }
+  addnorm::detail::store_fence();
+  for (int64_t r = 0; r < 4; ++r) o.dx.insert(o.dx.end(), dx.data() + r * k.stride, dx.data() + r * k.stride + k.d);
+  return o;
+}
+
+TEST(BackwardQuad, GivesTheSameBitsAsTwoPairs) {
+  addnorm::testing::for_each_simd_target([] {
+    ASSERT_NE(addnorm::detail::row_ops<float>().ln_backward_quad, nullptr);
+    for (int64_t d : {4096, 4100}) {
+      const Rows k = make_rows(d);
+      // Rows a pair's sums pass prefetches: any readable memory of the row's length.
+      const std::vector<float> n0(static_cast<size_t>(d)), n1(static_cast<size_t>(d));
+      const NextRows next = NextRows::of(n0.data(), n1.data());
+      struct Flags {
+        bool gamma, dg, db;
+      };
+      for (const Flags f : {Flags{true, true, true}, Flags{true, true, false}, Flags{false, false, true}})
+        for (bool stream : {false, true}) {
+          SCOPED_TRACE(std::string("target ") + addnorm::simd_target() + " d " + std::to_string(d) +
+                       (f.gamma ? " gamma" : "") + (f.dg ? " dgamma" : "") + (f.db ? " dbeta" : "") +
+                       (stream ? " streamed" : ""));
+          const Outputs quad = run(k, true, nullptr, f.gamma, f.dg, f.db, stream);
+          const Outputs joint = run(k, false, nullptr, f.gamma, f.dg, f.db, stream);
+          const Outputs summed = run(k, false, &next, f.gamma, f.dg, f.db, stream);
+          EXPECT_TRUE(quad == joint) << "against pairs with their joint dx pass";
+          EXPECT_TRUE(quad == summed) << "against pairs that add the partials in their sums pass";
+          // The partials moved: the check would see a missing row's terms.
+          EXPECT_NE(quad.pdg == k.pdg0, f.dg);
+          EXPECT_NE(quad.pdb == k.pdb0, f.db);
+        }
+    }
+  });
+}
+
+}  // namespace
