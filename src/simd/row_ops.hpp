@@ -205,6 +205,9 @@ struct RowOps {
   void (*ln_backward_rows)(T* dx, int64_t dxs, S* pdg, S* pdb, const T* dy, int64_t dys, const T* x, int64_t xs,
                            const S* mean, const S* rstd, const T* g, int64_t count, int64_t d, bool stream,
                            int64_t ahead) = nullptr;
+  // Four rows at once, as ln_backward_quad: rms_backward_pair's bits on rows 0-1, then 2-3.
+  void (*rms_backward_quad)(T* dx, int64_t dxs, S* pdg, const T* dy, int64_t dys, const T* x, int64_t xs, const S* rstd,
+                            const T* g, int64_t d, bool stream) = nullptr;
   // Two rows at once (as ln_backward_pair): rms_backward's results to a rounding.
   void (*rms_backward_pair)(T* dx0, T* dx1, S* pdg, const T* dy0, const T* dy1, const T* x0, const T* x1, S rstd0,
                             S rstd1, const T* g, int64_t d, bool stream, const NextRows* next0, const NextRows* next1);

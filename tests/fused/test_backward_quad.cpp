@@ -1,10 +1,11 @@
-// Streamed wide f32 LayerNorm backward rows go four at a time (RowOps::ln_backward_quad: two pairs'
-// sums passes, then one joint dx pass over the four rows that adds their parameter gradients into
-// the partials). It must give the same bits as ln_backward_pair on rows 0-1 and then 2-3, both with
-// nothing to prefetch (their joint dx pass) and with next rows (their sums pass adds the partials):
-// every row's dx and both partials, on every SIMD target, for rows of 4096 (whole vectors) and 4100
-// (a scalar tail) on cache lines, streamed and not, with gamma and both partials, gamma with dgamma
-// alone, and neither gamma nor dgamma (dbeta alone).
+// Streamed wide f32 LayerNorm and RMSNorm backward rows go four at a time (RowOps::ln_backward_quad,
+// rms_backward_quad: two pairs' sums passes, then one joint dx pass over the four rows that adds
+// their parameter gradients into the partials). They must give the same bits as ln_backward_pair /
+// rms_backward_pair on rows 0-1 and then 2-3, both with nothing to prefetch (LayerNorm's pairs then
+// take their joint dx pass) and with next rows (their sums pass adds the partials): every row's dx
+// and the partials, on every SIMD target, for rows of 4096 (whole vectors) and 4100 (a scalar tail)
+// on cache lines, streamed and not; LayerNorm with gamma and both partials, gamma with dgamma alone,
+// and neither gamma nor dgamma (dbeta alone); RMSNorm with gamma and dgamma, gamma alone, neither.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -47,15 +48,25 @@ Rows make_rows(int64_t d) {
 }
 
 // quad: ln_backward_quad; else ln_backward_pair on rows 0-1 then 2-3 with `next` (or null) for both
-// of its next rows.
-Outputs run(const Rows& k, bool quad, const NextRows* next, bool gamma, bool dg, bool db, bool stream) {
+// of its next rows. layer false: RMSNorm's (rms_backward_quad, rms_backward_pair; no dbeta).
+Outputs run(const Rows& k, bool layer, bool quad, const NextRows* next, bool gamma, bool dg, bool db, bool stream) {
   const auto& ops = addnorm::detail::row_ops<float>();
   Placed<float> dx(4 * k.stride, 0);
   Outputs o{{}, k.pdg0, k.pdb0};
   float* pdg = dg ? o.pdg.data() : nullptr;
   float* pdb = db ? o.pdb.data() : nullptr;
   const float* g = gamma ? k.g.data() : nullptr;
-  if (quad) {
+  if (!layer) {
+    if (quad)
+      ops.rms_backward_quad(dx.data(), k.stride, pdg, k.dy.data(), k.stride, k.x.data(), k.stride, k.rstd.data(), g,
+                            k.d, stream);
+    else
+      for (int64_t r = 0; r < 4; r += 2) {
+        const int64_t o0 = r * k.stride, o1 = o0 + k.stride;
+        ops.rms_backward_pair(dx.data() + o0, dx.data() + o1, pdg, k.dy.data() + o0, k.dy.data() + o1, k.x.data() + o0,
+                              k.x.data() + o1, k.rstd[r], k.rstd[r + 1], g, k.d, stream, next, next);
+      }
+  } else if (quad) {
     ops.ln_backward_quad(dx.data(), k.stride, pdg, pdb, k.dy.data(), k.stride, k.x.data(), k.stride, k.mean.data(),
                          k.rstd.data(), g, k.d, stream);
   } else {
@@ -74,6 +85,7 @@ Outputs run(const Rows& k, bool quad, const NextRows* next, bool gamma, bool dg,
 TEST(BackwardQuad, GivesTheSameBitsAsTwoPairs) {
   addnorm::testing::for_each_simd_target([] {
     ASSERT_NE(addnorm::detail::row_ops<float>().ln_backward_quad, nullptr);
+    ASSERT_NE(addnorm::detail::row_ops<float>().rms_backward_quad, nullptr);
     for (int64_t d : {4096, 4100}) {
       const Rows k = make_rows(d);
       // Rows a pair's sums pass prefetches: any readable memory of the row's length.
@@ -82,20 +94,25 @@ TEST(BackwardQuad, GivesTheSameBitsAsTwoPairs) {
       struct Flags {
         bool gamma, dg, db;
       };
-      for (const Flags f : {Flags{true, true, true}, Flags{true, true, false}, Flags{false, false, true}})
-        for (bool stream : {false, true}) {
-          SCOPED_TRACE(std::string("target ") + addnorm::simd_target() + " d " + std::to_string(d) +
-                       (f.gamma ? " gamma" : "") + (f.dg ? " dgamma" : "") + (f.db ? " dbeta" : "") +
-                       (stream ? " streamed" : ""));
-          const Outputs quad = run(k, true, nullptr, f.gamma, f.dg, f.db, stream);
-          const Outputs joint = run(k, false, nullptr, f.gamma, f.dg, f.db, stream);
-          const Outputs summed = run(k, false, &next, f.gamma, f.dg, f.db, stream);
-          EXPECT_TRUE(quad == joint) << "against pairs with their joint dx pass";
-          EXPECT_TRUE(quad == summed) << "against pairs that add the partials in their sums pass";
-          // The partials moved: the check would see a missing row's terms.
-          EXPECT_NE(quad.pdg == k.pdg0, f.dg);
-          EXPECT_NE(quad.pdb == k.pdb0, f.db);
-        }
+      // LayerNorm: gamma with both partials, gamma with dgamma alone, dbeta alone; RMSNorm (no dbeta):
+      // gamma with dgamma, gamma alone, neither (dx alone).
+      for (const bool layer : {true, false})
+        for (const Flags f : layer
+                                 ? std::vector<Flags>{{true, true, true}, {true, true, false}, {false, false, true}}
+                                 : std::vector<Flags>{{true, true, false}, {true, false, false}, {false, false, false}})
+          for (bool stream : {false, true}) {
+            SCOPED_TRACE(std::string("target ") + addnorm::simd_target() + (layer ? " LayerNorm" : " RMSNorm") + " d " +
+                         std::to_string(d) + (f.gamma ? " gamma" : "") + (f.dg ? " dgamma" : "") +
+                         (f.db ? " dbeta" : "") + (stream ? " streamed" : ""));
+            const Outputs quad = run(k, layer, true, nullptr, f.gamma, f.dg, f.db, stream);
+            const Outputs joint = run(k, layer, false, nullptr, f.gamma, f.dg, f.db, stream);
+            const Outputs summed = run(k, layer, false, &next, f.gamma, f.dg, f.db, stream);
+            EXPECT_TRUE(quad == joint) << "against pairs with nothing to prefetch (LayerNorm's: their joint dx pass)";
+            EXPECT_TRUE(quad == summed) << "against pairs with next rows (their sums pass adds the partials)";
+            // The partials moved: the check would see a missing row's terms.
+            EXPECT_NE(quad.pdg == k.pdg0, f.dg);
+            EXPECT_NE(quad.pdb == k.pdb0, f.db);
+          }
     }
   });
 }
