@@ -128,6 +128,29 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
     partials.reduce_into(dgamma, dbeta, nt);
     return;
   }
+  // Streamed wide f32 rows four at a time (ln_backward_quad in simd/norm_backward_rows.inc: the
+  // pairs' results to a rounding), then a pair and an odd row as left in each chunk, nothing
+  // prefetched. The grouping depends on the chunks only, so the bits do not depend on the threads.
+  if (stream && ops.ln_backward_quad != nullptr && d >= detail::kJointDxCols &&
+      reinterpret_cast<uintptr_t>(dx.data()) % 64 == 0 && dx.stride() * static_cast<int64_t>(sizeof(T)) % 64 == 0) {
+    detail::for_chunk_row_quads(
+        chunks, nt, stream,
+        [&](int64_t k, int64_t r) {
+          ops.ln_backward_quad(dx.row(r), dx.stride(), partials.dgamma(k), partials.dbeta(k), dy.row(r), dy.stride(),
+                               x.row(r), x.stride(), mean.data() + r, rstd.data() + r, gm, d, stream);
+        },
+        [&](int64_t k, int64_t r) {
+          ops.ln_backward_pair(dx.row(r), dx.row(r + 1), partials.dgamma(k), partials.dbeta(k), dy.row(r),
+                               dy.row(r + 1), x.row(r), x.row(r + 1), mean[r], mean[r + 1], rstd[r], rstd[r + 1], gm, d,
+                               stream, nullptr, nullptr);
+        },
+        [&](int64_t k, int64_t r) {
+          ops.ln_backward(dx.row(r), partials.dgamma(k), partials.dbeta(k), dy.row(r), x.row(r), mean[r], rstd[r], gm,
+                          d, stream, nullptr);
+        });
+    partials.reduce_into(dgamma, dbeta, nt);
+    return;
+  }
   // Rows in pairs (the parameter-gradient partials loaded and stored once per two rows), then an
   // odd last row on its own. Wide f32 rows on one thread prefetch nothing: their pairs then take
   // the joint dx pass (kJointDxCols in simd/row_ops.hpp).

@@ -102,10 +102,28 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   // runs), one thread: bf16 4096 x 4096 38.7 -> 42.2 GB/s, 2048 x 8192 32.4 -> 39.8, 8192 x 768
   // 36 -> 42; f16 4096 x 4096 35.1 -> 42.1, 2048 x 8192 26.2 -> 39.4; two threads: bf16 4096 x 4096
   // 52.8 -> 58.4, 8192 x 768 73 -> 82; f16 4096 x 4096 48.8 -> 58.2. f32 rows go one at a time
-  // without prefetching: in pairs f32 lost (8192 x 768 53 -> 32, 47 with prefetching), and the
-  // prefetch alone cost f32 (8192 x 768 57 -> 47, 4096 x 4096 36 -> 30) where bf16 needs it
-  // (4096 x 4096 25 -> 40).
-  if constexpr (sizeof(T) < 4) {
+  // without prefetching, but for streamed rows of kJointDxCols or more on cache lines (four at a
+  // time, first): in pairs f32 lost (8192 x 768 53 -> 32, 47 with prefetching), and the prefetch
+  // alone cost f32 (8192 x 768 57 -> 47, 4096 x 4096 36 -> 30) where bf16 needs it (4096 x 4096
+  // 25 -> 40).
+  if (stream && ops.rms_backward_quad != nullptr && d >= detail::kJointDxCols &&
+      reinterpret_cast<uintptr_t>(dx.data()) % 64 == 0 && dx.stride() * static_cast<int64_t>(sizeof(T)) % 64 == 0) {
+    // Streamed wide f32 rows four at a time, as layer_norm_backward's (rms_backward_quad:
+    // rms_backward_pair's results to a rounding), then a pair and an odd row as left in each chunk.
+    detail::for_chunk_row_quads(
+        chunks, nt, stream,
+        [&](int64_t k, int64_t r) {
+          ops.rms_backward_quad(dx.row(r), dx.stride(), partials.dgamma(k), dy.row(r), dy.stride(), x.row(r),
+                                x.stride(), rstd.data() + r, gm, d, stream);
+        },
+        [&](int64_t k, int64_t r) {
+          ops.rms_backward_pair(dx.row(r), dx.row(r + 1), partials.dgamma(k), dy.row(r), dy.row(r + 1), x.row(r),
+                                x.row(r + 1), rstd[r], rstd[r + 1], gm, d, stream, nullptr, nullptr);
+        },
+        [&](int64_t k, int64_t r) {
+          ops.rms_backward(dx.row(r), partials.dgamma(k), dy.row(r), x.row(r), rstd[r], gm, d, stream, nullptr);
+        });
+  } else if constexpr (sizeof(T) < 4) {
     detail::for_chunk_row_pairs(
         chunks, nt, stream, detail::prefetch_rows(stream, row_bytes), true, x, dy,
         [&](int64_t k, int64_t r, const detail::NextRows* next0, const detail::NextRows* next1) {

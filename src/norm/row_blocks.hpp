@@ -103,6 +103,20 @@ void for_chunk_row_pairs(const Chunks& chunks, int threads, bool large, bool pre
   });
 }
 
+// The rows of each chunk k (RowChunks) in fours, then a pair and an odd row as left, the grouping
+// depending on the chunk only, not on the threads: quad(k, r) for rows r .. r + 3, pair(k, r) for
+// rows r and r + 1, one(k, r); nothing prefetched. One fence per chunk when `large`.
+template <class Chunks, class Quad, class Pair, class One>
+void for_chunk_row_quads(const Chunks& chunks, int threads, bool large, Quad&& quad, Pair&& pair, One&& one) {
+  parallel_for(chunks.count, threads, [&](int64_t k) {
+    int64_t r = chunks.begin(k);
+    for (; r + 4 <= chunks.end(k); r += 4) quad(k, r);
+    if (r + 2 <= chunks.end(k)) pair(k, r), r += 2;
+    if (r < chunks.end(k)) one(k, r);
+    if (large) store_fence();
+  });
+}
+
 // f(k, r, count) for batches of up to `batch` consecutive rows r .. r + count - 1 of each chunk k
 // (RowChunks), in row order; one fence per chunk when `large`.
 template <class Chunks, class F>

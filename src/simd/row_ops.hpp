@@ -29,18 +29,18 @@ struct RowMeanRstd {
 // at 768 the bf16 fused forward 6%: what fits in L1 gains nothing, and the backward walk costs.
 inline constexpr int64_t kBackwardWalkCols = 4096;
 
-// f32 LayerNorm backward rows in pairs of this many elements or more, when nothing is prefetched
-// (in cache, or on one thread: layer_norm_backward), add their parameter gradients into the
-// partials during a joint dx pass of both rows (ln_dx_pass_pair in norm_backward_rows.inc), not during
-// the sums pass. Wide rows spill the partials out of L1, and there the sums pass, which also reads
-// x, dy and gamma, ran at the speed of L2 while the memory idled; moved, the sums pass is light
-// and the joint pass overlaps the partials' L2 traffic with the memory's, the hardware prefetcher
-// following the rows (software prefetches along it only cost). Side by side, one thread: f32
-// 4096 x 4096 29 -> 35 GB/s (18 -> 23 on a busy machine), 2048 x 8192 30 -> 35, 1024 x 16384
-// 27 -> 32. Two threads, streamed, it went from -21% to +22% with the machine's state (30 paired
-// runs on 4096 x 4096, mean -1%): there the rows keep the sums pass with the partials and the
-// software prefetches. Rows of 1024 and 2048 lost (8192 x 1024 38 -> 28 on one thread), and so did
-// bf16 at every width (4096 x 4096 30 -> 24).
+// f32 LayerNorm backward rows of this many elements or more whose outputs start on cache lines add
+// their parameter gradients into the partials during a joint dx pass of several rows
+// (ln_dx_pass_pair, ln_dx_pass_quad in norm_backward_rows.inc), not during the sums pass:
+// streamed rows four at a time (ln_backward_quad), on any number of threads; pairs in cache or,
+// on one thread, off a line too. Wide rows spill the partials out of L1, and there the sums pass, which also reads x,
+// dy and gamma, ran at the speed of L2 while the memory idled; moved, the sums pass is light and the joint pass
+// overlaps the partials' L2 traffic with the memory's, the hardware prefetcher following the rows (software prefetches
+// along it only cost). Pairs, side by side, one thread: f32 4096 x 4096 29 -> 35 GB/s (18 -> 23 on a busy machine),
+// 2048 x 8192 30 -> 35, 1024 x 16384 27 -> 32; two threads, streamed, -21% to +22% with the machine's state (30 paired
+// runs on 4096 x 4096, mean -1%). Fours go through the partials half as often, and streamed on two threads gained where
+// pairs had not (docs/performance.md, "LayerNorm backward of wide rows four at a time"). Rows of 1024 and 2048 lost
+// (pairs: 8192 x 1024 38 -> 28 on one thread), and so did bf16 at every width (4096 x 4096 30 -> 24).
 inline constexpr int64_t kJointDxCols = 4096;
 
 // f32 LayerNorm backward rows in pairs of 8 KiB up to kBackwardWalkCols elements (2048-4095 f32),
@@ -190,6 +190,11 @@ struct RowOps {
   void (*ln_backward_pair)(T* dx0, T* dx1, S* pdg, S* pdb, const T* dy0, const T* dy1, const T* x0, const T* x1,
                            S mean0, S mean1, S rstd0, S rstd1, const T* g, int64_t d, bool stream,
                            const NextRows* next0, const NextRows* next1);
+  // Four rows at once (row r of each at + r * its stride; mean, rstd: (4)), f32 rows of
+  // kJointDxCols or more whose outputs start on cache lines: ln_backward_pair's results on rows 0-1,
+  // then 2-3, to a rounding. Null for the other types.
+  void (*ln_backward_quad)(T* dx, int64_t dxs, S* pdg, S* pdb, const T* dy, int64_t dys, const T* x, int64_t xs,
+                           const S* mean, const S* rstd, const T* g, int64_t d, bool stream) = nullptr;
   // A batch of 1 <= count <= 16 rows of d >= 16 (row r of each at + r * its stride; mean, rstd:
   // (count)): the results of ln_backward_pair over consecutive pairs, to a rounding, and for each
   // row the same bits wherever it sits in a batch; `ahead` rows after the batch are prefetched.
@@ -198,6 +203,10 @@ struct RowOps {
   void (*ln_backward_rows)(T* dx, int64_t dxs, S* pdg, S* pdb, const T* dy, int64_t dys, const T* x, int64_t xs,
                            const S* mean, const S* rstd, const T* g, int64_t count, int64_t d, bool stream,
                            int64_t ahead) = nullptr;
+  // Four rows at once, as ln_backward_quad: rms_backward_pair's results on rows 0-1, then 2-3, to
+  // a rounding.
+  void (*rms_backward_quad)(T* dx, int64_t dxs, S* pdg, const T* dy, int64_t dys, const T* x, int64_t xs, const S* rstd,
+                            const T* g, int64_t d, bool stream) = nullptr;
   // Two rows at once (as ln_backward_pair): rms_backward's results to a rounding.
   void (*rms_backward_pair)(T* dx0, T* dx1, S* pdg, const T* dy0, const T* dy1, const T* x0, const T* x1, S rstd0,
                             S rstd1, const T* g, int64_t d, bool stream, const NextRows* next0, const NextRows* next1);

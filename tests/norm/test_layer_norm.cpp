@@ -198,6 +198,20 @@ TEST(LayerNorm, WideRowPairs) {
   });
 }
 
+// Streamed wide f32 rows (outputs over 8 MiB) on cache lines go four at a time (ln_backward_quad),
+// then a pair and an odd row as left in each chunk of rows: 603 rows are chunks of 10 (two fours and
+// a pair) and a last chunk of 3 (a pair and an odd row). Rows of 4096 and of 4100 in a stride of
+// 4112 (a scalar tail); off a line (offset+1) they keep the pairs.
+TEST(LayerNorm, StreamedWideRowQuads) {
+  uint64_t seed = 4343;
+  for (const auto& [d, lay] : std::vector<std::pair<int64_t, Layout>>{{4096, {0, 0, "on a line", true}},
+                                                                      {4100, {12, 0, "stride+12, on a line", true}},
+                                                                      {4096, {0, 1, "offset+1"}}}) {
+    run_case<float>({603, d, lay, true, true, false, 1e-5, seed++});
+    run_case<float>({603, d, lay, false, true, false, 1e-5, seed++});
+  }
+}
+
 // Absent mean/rstd outputs change nothing else; the dx-only backward equals the full backward's dx.
 template <class T>
 void absent_outputs() {

@@ -545,6 +545,7 @@ void thread_invariance(int64_t rows, int64_t d) {
 TEST(Numerics, BitwiseIdenticalWithOneTwoAndThreeThreads) {
   thread_invariance<float>(1000, 768);
   thread_invariance<float>(257, 4099);
+  thread_invariance<float>(603, 4096);  // streamed wide rows, four at a time
   thread_invariance<double>(1001, 700);
   thread_invariance<float>(100000, 7);  // many short rows
 }
