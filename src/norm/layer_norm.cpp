@@ -131,8 +131,7 @@ void layer_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
   // Streamed wide f32 rows four at a time (ln_backward_quad in simd/norm_backward_rows.inc: the
   // pairs' results to a rounding), then a pair and an odd row as left in each chunk, nothing
   // prefetched. The grouping depends on the chunks only, so the bits do not depend on the threads.
-  if (stream && ops.ln_backward_quad != nullptr && d >= detail::kJointDxCols &&
-      reinterpret_cast<uintptr_t>(dx.data()) % 64 == 0 && dx.stride() * static_cast<int64_t>(sizeof(T)) % 64 == 0) {
+  if (detail::takes_row_quads(stream, ops.ln_backward_quad, d, dx)) {
     detail::for_chunk_row_quads(
         chunks, nt, stream,
         [&](int64_t k, int64_t r) {

@@ -106,8 +106,7 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
   // time, first): in pairs f32 lost (8192 x 768 53 -> 32, 47 with prefetching), and the prefetch
   // alone cost f32 (8192 x 768 57 -> 47, 4096 x 4096 36 -> 30) where bf16 needs it (4096 x 4096
   // 25 -> 40).
-  if (stream && ops.rms_backward_quad != nullptr && d >= detail::kJointDxCols &&
-      reinterpret_cast<uintptr_t>(dx.data()) % 64 == 0 && dx.stride() * static_cast<int64_t>(sizeof(T)) % 64 == 0) {
+  if (detail::takes_row_quads(stream, ops.rms_backward_quad, d, dx)) {
     // Streamed wide f32 rows four at a time, as layer_norm_backward's (rms_backward_quad:
     // rms_backward_pair's results to a rounding), then a pair and an odd row as left in each chunk.
     detail::for_chunk_row_quads(

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "addnorm/core/parallel.hpp"
 #include "simd/row_ops.hpp"
@@ -101,6 +102,16 @@ void for_chunk_row_pairs(const Chunks& chunks, int threads, bool large, bool pre
     if (r < chunks.end(k)) one(k, r, next_of(r, n0));
     if (large) store_fence();
   });
+}
+
+// Whether streamed rows of d columns go in fours (for_chunk_row_quads, with the op `quad` when the
+// target has one): rows of kJointDxCols or more whose outputs (dx: data and row stride) start on
+// cache lines, as the fours' joint dx pass writes them with no scalar head.
+template <class Op, class V>
+bool takes_row_quads(bool stream, Op quad, int64_t d, const V& dx) {
+  using T = std::remove_cvref_t<decltype(*dx.data())>;
+  return stream && quad != nullptr && d >= kJointDxCols && reinterpret_cast<uintptr_t>(dx.data()) % 64 == 0 &&
+         dx.stride() * static_cast<int64_t>(sizeof(T)) % 64 == 0;
 }
 
 // The rows of each chunk k (RowChunks) in fours, then a pair and an odd row as left, the grouping
