@@ -267,6 +267,37 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
     layer_partials.reduce_into(dlayer, std::span<T>{}, nt);
     return;
   }
+  // Streamed wide f32 rows four at a time (add_norm_backward_quad: add_norm_backward_row's results
+  // to a rounding), then one at a time as left in each chunk, nothing prefetched; the grouping
+  // depends on the chunks only, so the bits do not depend on the threads. With gamma, dgamma and
+  // (LayerNorm) dbeta, and without dlayer. keep: the four rows' factors, or the layer scale alone
+  // for all four.
+  if constexpr (std::is_same_v<T, R>) {
+    if (!want_dl && !dgamma.empty() && (!layer || !dbeta.empty()) &&
+        detail::takes_row_quads(stream, ops.add_norm_backward_quad, d, dh) &&
+        detail::takes_row_quads(stream, ops.add_norm_backward_quad, d, df)) {
+      const bool shared_keep = !options.dropout.active() && sc.row == nullptr;
+      const auto one = [&](int64_t k, int64_t r) {
+        KeepRow<C> drop(d);
+        ops.add_norm_backward_row(dh.row(r), df.row(r), partials.dgamma(k), partials.dbeta(k), dy.row(r), s.row(r),
+                                  has_ds ? ds.row(r) : nullptr, drop.fill(ops, options.dropout, sc, r, d),
+                                  layer ? mean[r] : S{0}, rstd[r], gm, g_dx, alpha, d, layer, stream, stream, nullptr);
+      };
+      detail::for_chunk_row_quads(
+          chunks, nt, stream,
+          [&](int64_t k, int64_t r) {
+            KeepRow<C> drop(4 * d);
+            const C* keep = shared_keep ? sc.layer : drop.fill(ops, options.dropout, sc, r, d, 4);
+            ops.add_norm_backward_quad(
+                dh.row(r), dh.stride(), df.row(r), df.stride(), partials.dgamma(k), partials.dbeta(k), dy.row(r),
+                dy.stride(), s.row(r), s.stride(), has_ds ? ds.row(r) : nullptr, ds.stride(), keep, shared_keep ? 0 : d,
+                mean_at != nullptr ? mean_at + r : nullptr, rstd.data() + r, gm, alpha, d, stream, stream);
+          },
+          [&](int64_t k, int64_t r) { one(k, r), one(k, r + 1); }, one);
+      partials.reduce_into(dgamma, dbeta, nt);
+      return;
+    }
+  }
   const auto row = [&] {
     if constexpr (std::is_same_v<T, R>)
       return ops.add_norm_backward_row;

@@ -244,6 +244,14 @@ struct RowOps {
   void (*add_norm_backward_row)(T* dh, T* df, S* pdg, S* pdb, const T* dy, const T* x, const T* ds, const C* keep,
                                 S mean, S rstd, const T* g, const T* g_dx, C alpha, int64_t d, bool layer, bool stream,
                                 bool stream_df, const NextRows* next);
+  // Four rows at once (row r of each at + r * its stride, keep at + r * ks, ks 0: one row for all;
+  // mean null for RMSNorm): streamed f32 rows of kJointDxCols or more whose dh and df start on cache
+  // lines, with gamma g, pdg and (LayerNorm) pdb: add_norm_backward_row's results to a rounding.
+  // Null for the other types.
+  void (*add_norm_backward_quad)(T* dh, int64_t dhs, T* df, int64_t dfs, S* pdg, S* pdb, const T* dy, int64_t dys,
+                                 const T* x, int64_t xs, const T* ds, int64_t dss, const C* keep, int64_t ks,
+                                 const S* mean, const S* rstd, const T* g, C alpha, int64_t d, bool stream,
+                                 bool stream_df) = nullptr;
   // The same over a batch of 1 <= count <= 16 rows of d >= 16 (row r of each at + r * its stride; keep:
   // (count, d) or null; mean, rstd: (count), mean null for RMSNorm): add_norm_backward_row's results
   // to a rounding; `ahead` rows of x, dy and ds after the batch are prefetched. Null for f64.

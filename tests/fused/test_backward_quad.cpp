@@ -147,3 +147,95 @@ TEST(BackwardQuad, GivesTwoPairsResultsToARounding) {
 }
 
 }  // namespace
+
+// The fused Add & Norm backward's fours (RowOps::add_norm_backward_quad: two pairs' sums passes,
+// which fetch ds along the way, then one joint pass giving the four rows' dh and df and adding
+// their parameter gradients into the partials) must give add_norm_backward_row's results on each
+// row to a rounding: dh, df and the partials, on every SIMD target, for rows of 4096 and 4100 on
+// cache lines, streamed and not; LayerNorm (dgamma and dbeta partials) and RMSNorm (dgamma), with
+// ds (pre-norm) or without (post-norm), a keep row per row (dropout), one keep row for all four (a
+// layer scale alone, stride 0) or none, alpha 1 and 0.7 (DeepNorm's scale on dh).
+namespace {
+
+struct FusedOutputs {
+  std::vector<float> dh, df, pdg, pdb;
+};
+
+enum class Keep { none, per_row, shared };
+
+struct FusedCase {
+  bool layer, has_ds;
+  Keep keep;
+  float alpha;
+  bool stream;
+};
+
+FusedOutputs run_fused(const Rows& k, const Placed<float>& ds, const Placed<float>& keep, const FusedCase& c,
+                       bool quad) {
+  const auto& ops = addnorm::detail::row_ops<float>();
+  Placed<float> dh(4 * k.stride, 0), df(4 * k.stride, 0);
+  FusedOutputs o{{}, {}, k.pdg0, c.layer ? k.pdb0 : std::vector<float>{}};
+  float* pdb = c.layer ? o.pdb.data() : nullptr;
+  const float* dsp = c.has_ds ? ds.data() : nullptr;
+  const float* kp = c.keep == Keep::none ? nullptr : keep.data();
+  const int64_t ks = c.keep == Keep::per_row ? k.stride : 0;
+  if (quad) {
+    ops.add_norm_backward_quad(dh.data(), k.stride, df.data(), k.stride, o.pdg.data(), pdb, k.dy.data(), k.stride,
+                               k.x.data(), k.stride, dsp, k.stride, kp, ks, c.layer ? k.mean.data() : nullptr,
+                               k.rstd.data(), k.g.data(), c.alpha, k.d, c.stream, c.stream);
+  } else {
+    for (int64_t r = 0; r < 4; ++r) {
+      const int64_t off = r * k.stride;
+      ops.add_norm_backward_row(dh.data() + off, df.data() + off, o.pdg.data(), pdb, k.dy.data() + off,
+                                k.x.data() + off, dsp != nullptr ? dsp + off : nullptr,
+                                kp != nullptr ? kp + r * ks : nullptr, c.layer ? k.mean[r] : 0.0f, k.rstd[r],
+                                k.g.data(), k.g.data(), c.alpha, k.d, c.layer, c.stream, c.stream, nullptr);
+    }
+  }
+  addnorm::detail::store_fence();
+  for (int64_t r = 0; r < 4; ++r) {
+    o.dh.insert(o.dh.end(), dh.data() + r * k.stride, dh.data() + r * k.stride + k.d);
+    o.df.insert(o.df.end(), df.data() + r * k.stride, df.data() + r * k.stride + k.d);
+  }
+  return o;
+}
+
+TEST(BackwardQuad, FusedGivesRowByRowResultsToARounding) {
+  addnorm::testing::for_each_simd_target([] {
+    ASSERT_NE(addnorm::detail::row_ops<float>().add_norm_backward_quad, nullptr);
+    for (int64_t d : {4096, 4100}) {
+      const Rows k = make_rows(d);
+      addnorm::testing::Rng rng(static_cast<uint64_t>(d) + 7);
+      const Placed<float> ds(addnorm::testing::random_vector<float>(4 * k.stride, rng), 0);
+      std::vector<float> kv = addnorm::testing::random_vector<float>(4 * k.stride, rng);
+      for (float& v : kv) v = v > -1.0f ? 1.25f : 0.0f;  // dropout's factors, p about 0.16
+      const Placed<float> keep(kv, 0);
+      for (const bool layer : {true, false})
+        for (const bool has_ds : {true, false})
+          for (const Keep kp : {Keep::none, Keep::per_row, Keep::shared})
+            for (const float alpha : {1.0f, 0.7f})
+              for (const bool stream : {false, true}) {
+                const FusedCase c{layer, has_ds, kp, alpha, stream};
+                SCOPED_TRACE(std::string("target ") + addnorm::simd_target() + (layer ? " LayerNorm" : " RMSNorm") +
+                             " d " + std::to_string(d) + (has_ds ? " ds" : "") +
+                             (kp == Keep::per_row  ? " keep per row"
+                              : kp == Keep::shared ? " keep shared"
+                                                   : "") +
+                             " alpha " + std::to_string(alpha) + (stream ? " streamed" : ""));
+                const FusedOutputs quad = run_fused(k, ds, keep, c, true);
+                const FusedOutputs rows = run_fused(k, ds, keep, c, false);
+                expect_near_all(quad.dh, rows.dh, "dh");
+                expect_near_all(quad.df, rows.df, "df");
+                expect_near_all(quad.pdg, rows.pdg, "dgamma partials");
+                expect_near_all(quad.pdb, rows.pdb, "dbeta partials");
+                // The partials moved: the check would see a missing row's terms.
+                EXPECT_NE(quad.pdg, k.pdg0);
+                if (layer) {
+                  EXPECT_NE(quad.pdb, k.pdb0);
+                }
+              }
+    }
+  });
+}
+
+}  // namespace
