@@ -50,10 +50,29 @@ std::atomic<int>& current() {
   return target;
 }
 
+// Each target's table is built only where the CPU runs that target: make_row_ops is compiled with
+// its target's instructions (the avx512 one fills the table with AVX-512 stores), so calling it on a
+// CPU without them is an illegal instruction. The other entries stay the generic table; they are
+// never chosen (initial_target and set_simd_target take only supported targets).
+template <class T>
+detail::RowOps<T> make_table(Target t) {
+  if (!cpu_supports(t)) return detail::generic::make_row_ops<T>();
+  switch (t) {
+    case kAvx512Bf16:
+      return detail::avx512bf16::make_row_ops<T>();
+    case kAvx512:
+      return detail::avx512::make_row_ops<T>();
+    case kAvx2:
+      return detail::avx2::make_row_ops<T>();
+    default:
+      return detail::generic::make_row_ops<T>();
+  }
+}
+
 template <class T>
 struct Tables {
-  detail::RowOps<T> ops[kBest + 1] = {detail::generic::make_row_ops<T>(), detail::avx2::make_row_ops<T>(),
-                                      detail::avx512::make_row_ops<T>(), detail::avx512bf16::make_row_ops<T>()};
+  detail::RowOps<T> ops[kBest + 1] = {make_table<T>(kGeneric), make_table<T>(kAvx2), make_table<T>(kAvx512),
+                                      make_table<T>(kAvx512Bf16)};
 };
 
 }  // namespace
