@@ -49,6 +49,7 @@
 #include "addnorm/norm/layer_norm.hpp"
 #include "addnorm/norm/reference.hpp"
 #include "addnorm/norm/rms_norm.hpp"
+#include "addnorm/norm/simd.hpp"
 #include "bench_common.hpp"
 #include "measure.hpp"
 
@@ -701,10 +702,36 @@ void run_dtype(const Args& args, const Arena& arena, const std::string& dtype) {
   }
 }
 
+// oneDNN's instruction set in use (it picks its own, as addnorm does; DNNL_MAX_CPU_ISA caps it).
+std::string onednn_isa() {
+  switch (static_cast<int>(dnnl::get_effective_cpu_isa())) {
+    case dnnl_cpu_isa_sse41:
+      return "sse41";
+    case dnnl_cpu_isa_avx:
+      return "avx";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "isa " + std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa()));
+  }
+}
+
 void print_info() {
   const auto* v = dnnl::version();
-  std::cout << "{\"kind\": \"info\", \"build\": " << json_str(ADDNORM_BENCH_BUILD_INFO) << ", \"onednn\": \""
-            << v->major << "." << v->minor << "." << v->patch << "\", \"omp_max_threads\": " << omp_get_max_threads()
+  std::cout << "{\"kind\": \"info\", \"build\": " << json_str(ADDNORM_BENCH_BUILD_INFO)
+            << ", \"simd\": " << json_str(addnorm::simd_target()) << ", \"onednn_isa\": " << json_str(onednn_isa())
+            << ", \"onednn\": \"" << v->major << "." << v->minor << "." << v->patch
+            << "\", \"omp_max_threads\": " << omp_get_max_threads()
             << ", \"kernels_probed\": " << (kKernelsProbed ? "true" : "false") << ", \"kernels\": {";
   bool first = true;
   for_each_dtype([&]<class T>(T) {
