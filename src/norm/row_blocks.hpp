@@ -4,10 +4,15 @@
 // its streaming stores once at the end of its block.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 #include <type_traits>
 
+#include "addnorm/core/error.hpp"
 #include "addnorm/core/parallel.hpp"
 #include "simd/row_ops.hpp"
 
@@ -104,14 +109,33 @@ void for_chunk_row_pairs(const Chunks& chunks, int threads, bool large, bool pre
   });
 }
 
+// Whether this machine's L1 data cache suits the fours. Their joint dx pass walks 11 arrays in step
+// (four rows of x and dy, gamma, two partials); when the rows' stride is a multiple of 4 KiB (f32
+// rows of 4096, 8192, ...) and the arrays start alike (page-aligned buffers), all 11 fall in the same
+// L1 sets. Twelve ways (Zen 5; Intel since Ice Lake) hold them; eight (Zen 3 and 4, Skylake) do not:
+// on a Zen 3 the fours ran 2.6-3x slower than the pairs, whose joint pass walks 7 (f32 LayerNorm and
+// RMSNorm backward, 4096 x 4096; docs/performance.md, "The fours and an 8-way L1"). An unknown
+// associativity takes the pairs. ADDNORM_ROW_QUADS=1 or 0 overrides (tests run both paths); read at
+// each large call, where a getenv costs nothing beside the call.
+inline bool row_quads_suit_l1() {
+  if (const char* env = std::getenv("ADDNORM_ROW_QUADS"); env != nullptr && *env != '\0') {
+    const std::string_view v(env);
+    require(v == "0" || v == "1", "ADDNORM_ROW_QUADS", "expected 0 or 1, got '", v, "'");
+    return v == "1";
+  }
+  static const bool ways = sysconf(_SC_LEVEL1_DCACHE_ASSOC) >= 12;
+  return ways;
+}
+
 // Whether streamed rows of d columns go in fours (for_chunk_row_quads, with the op `quad` when the
 // target has one): rows of kJointDxCols or more whose outputs (dx: data and row stride) start on
-// cache lines, as the fours' joint dx pass writes them with no scalar head.
+// cache lines, as the fours' joint dx pass writes them with no scalar head, on a machine whose L1
+// suits them (row_quads_suit_l1).
 template <class Op, class V>
 bool takes_row_quads(bool stream, Op quad, int64_t d, const V& dx) {
   using T = std::remove_cvref_t<decltype(*dx.data())>;
   return stream && quad != nullptr && d >= kJointDxCols && reinterpret_cast<uintptr_t>(dx.data()) % 64 == 0 &&
-         dx.stride() * static_cast<int64_t>(sizeof(T)) % 64 == 0;
+         dx.stride() * static_cast<int64_t>(sizeof(T)) % 64 == 0 && row_quads_suit_l1();
 }
 
 // The rows of each chunk k (RowChunks) in fours, then a pair and an odd row as left, the grouping

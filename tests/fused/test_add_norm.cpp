@@ -132,42 +132,46 @@ TEST(AddNorm, MatchesReferenceComposition) {
 // rows: 603 rows against the reference, for both norms, with dropout and with DeepNorm's alpha,
 // pre- and post-norm.
 TEST(AddNorm, StreamedWideRowQuads) {
-  for (NormKind kind : {NormKind::layer, NormKind::rms})
-    for (auto [p, alpha] : {std::pair<double, double>{0.0, 2.5}, {0.1, 1.0}})
-      for (bool pre : {true, false}) check_against_reference<float>(Case{kind, p, alpha, pre, 603, 4096});
+  addnorm::testing::with_row_quads_on_and_off([] {
+    for (NormKind kind : {NormKind::layer, NormKind::rms})
+      for (auto [p, alpha] : {std::pair<double, double>{0.0, 2.5}, {0.1, 1.0}})
+        for (bool pre : {true, false}) check_against_reference<float>(Case{kind, p, alpha, pre, 603, 4096});
+  });
 }
 
 // The fours' parameter gradients, dh and df are the same bits on any number of threads: rows are
 // grouped in fours by their place in a chunk of rows, never by thread.
 TEST(AddNorm, StreamedWideRowQuadsIndependentOfThreadCount) {
-  const int64_t rows = 603, d = 4096;
-  const size_t n = rows * d;
-  auto s = seeded_vector<float>(n, 1, 1.0, 3.0), dy = seeded_vector<float>(n, 2), ds = seeded_vector<float>(n, 3),
-       gamma = seeded_vector<float>(d, 4), beta = seeded_vector<float>(d, 7);
-  std::vector<float> mean(rows), rstd(rows), y(n), h = seeded_vector<float>(n, 5), f = seeded_vector<float>(n, 6);
-  AddNormOptions opt;
-  opt.dropout = DropoutSpec{0.1, 8, 0};
-  addnorm::add_norm_forward<float>(View2D<float>(s.data(), rows, d), View2D<float>(y.data(), rows, d), mean, rstd,
-                                   View2D<const float>(h.data(), rows, d), View2D<const float>(f.data(), rows, d),
-                                   gamma, beta, opt);
-  const int before = addnorm::num_threads();
-  std::vector<std::vector<float>> results;
-  for (int threads : {1, 2, 3}) {
-    addnorm::set_num_threads(threads);
-    addnorm::testing::Placed<float> dh(static_cast<int64_t>(n), 0), df(static_cast<int64_t>(n), 0);
-    std::vector<float> dgamma(d, 0.0f), dbeta(d, 0.0f);
-    addnorm::add_norm_backward<float>(View2D<float>(dh.data(), rows, d), View2D<float>(df.data(), rows, d), dgamma,
-                                      dbeta, View2D<const float>(dy.data(), rows, d),
-                                      View2D<const float>(ds.data(), rows, d), View2D<const float>(s.data(), rows, d),
-                                      mean, rstd, gamma, opt);
-    std::vector<float> all = dh.values();
-    std::vector<float> dfv = df.values();
-    for (const auto* v : {&dfv, &dgamma, &dbeta}) all.insert(all.end(), v->begin(), v->end());
-    results.push_back(std::move(all));
-  }
-  addnorm::set_num_threads(before);
-  EXPECT_TRUE(results[0] == results[1]);
-  EXPECT_TRUE(results[0] == results[2]);
+  addnorm::testing::with_row_quads_on_and_off([] {
+    const int64_t rows = 603, d = 4096;
+    const size_t n = rows * d;
+    auto s = seeded_vector<float>(n, 1, 1.0, 3.0), dy = seeded_vector<float>(n, 2), ds = seeded_vector<float>(n, 3),
+         gamma = seeded_vector<float>(d, 4), beta = seeded_vector<float>(d, 7);
+    std::vector<float> mean(rows), rstd(rows), y(n), h = seeded_vector<float>(n, 5), f = seeded_vector<float>(n, 6);
+    AddNormOptions opt;
+    opt.dropout = DropoutSpec{0.1, 8, 0};
+    addnorm::add_norm_forward<float>(View2D<float>(s.data(), rows, d), View2D<float>(y.data(), rows, d), mean, rstd,
+                                     View2D<const float>(h.data(), rows, d), View2D<const float>(f.data(), rows, d),
+                                     gamma, beta, opt);
+    const int before = addnorm::num_threads();
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2, 3}) {
+      addnorm::set_num_threads(threads);
+      addnorm::testing::Placed<float> dh(static_cast<int64_t>(n), 0), df(static_cast<int64_t>(n), 0);
+      std::vector<float> dgamma(d, 0.0f), dbeta(d, 0.0f);
+      addnorm::add_norm_backward<float>(View2D<float>(dh.data(), rows, d), View2D<float>(df.data(), rows, d), dgamma,
+                                        dbeta, View2D<const float>(dy.data(), rows, d),
+                                        View2D<const float>(ds.data(), rows, d), View2D<const float>(s.data(), rows, d),
+                                        mean, rstd, gamma, opt);
+      std::vector<float> all = dh.values();
+      std::vector<float> dfv = df.values();
+      for (const auto* v : {&dfv, &dgamma, &dbeta}) all.insert(all.end(), v->begin(), v->end());
+      results.push_back(std::move(all));
+    }
+    addnorm::set_num_threads(before);
+    EXPECT_TRUE(results[0] == results[1]);
+    EXPECT_TRUE(results[0] == results[2]);
+  });
 }
 
 // f32 LayerNorm rows of kFusedRebuildCols (src/simd/row_ops.hpp) or more without dropout build the

@@ -150,13 +150,15 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormSweep, ::testing::ValuesIn(sweep_shapes(
 // last chunk of 3 (a pair and an odd row); rows of 4096 and of 4100 in a stride of 4112; off a line
 // they keep the rows one at a time.
 TEST(RmsNorm, StreamedWideRowQuads) {
-  uint64_t seed = 4444;
-  for (const auto& [d, lay] : std::vector<std::pair<int64_t, Layout>>{{4096, {0, 0, "on a line", true}},
-                                                                      {4100, {12, 0, "stride+12, on a line", true}},
-                                                                      {4096, {0, 1, "offset+1"}}}) {
-    run_case<float>({603, d, lay, true, false, 1e-5, seed++, 0.5});
-    run_case<float>({603, d, lay, false, false, 1e-5, seed++, 0.5});
-  }
+  addnorm::testing::with_row_quads_on_and_off([] {
+    uint64_t seed = 4444;
+    for (const auto& [d, lay] : std::vector<std::pair<int64_t, Layout>>{{4096, {0, 0, "on a line", true}},
+                                                                        {4100, {12, 0, "stride+12, on a line", true}},
+                                                                        {4096, {0, 1, "offset+1"}}}) {
+      run_case<float>({603, d, lay, true, false, 1e-5, seed++, 0.5});
+      run_case<float>({603, d, lay, false, false, 1e-5, seed++, 0.5});
+    }
+  });
 }
 
 template <class T>

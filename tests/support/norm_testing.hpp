@@ -396,6 +396,39 @@ void for_each_simd_target(F&& f) {
   }
 }
 
+// Sets an environment variable for a scope (unset: nullptr) and restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old, had_ = true;
+    set(value);
+  }
+  ~ScopedEnv() { set(had_ ? saved_.c_str() : nullptr); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  void set(const char* value) {
+    if (value != nullptr)
+      setenv(name_.c_str(), value, 1);
+    else
+      unsetenv(name_.c_str());
+  }
+  std::string name_, saved_;
+  bool had_ = false;
+};
+
+// Runs f() with the wide rows' fours forced on and off (ADDNORM_ROW_QUADS; by default the machine's
+// L1 chooses, see src/norm/row_blocks.hpp), each in a SCOPED_TRACE: both paths on any machine.
+template <class F>
+void with_row_quads_on_and_off(F&& f) {
+  for (const char* v : {"1", "0"}) {
+    SCOPED_TRACE(std::string("ADDNORM_ROW_QUADS=") + v);
+    ScopedEnv env("ADDNORM_ROW_QUADS", v);
+    f();
+  }
+}
+
 // A sweep's case of `elements` elements: up to 50000 on every SIMD target the CPU supports (as
 // for_each_simd_target), larger ones once on the default target (time).
 template <class F>
