@@ -113,8 +113,9 @@ void for_chunk_row_pairs(const Chunks& chunks, int threads, bool large, bool pre
 // (four rows of x and dy, gamma, two partials); when the rows' stride is a multiple of 4 KiB (f32
 // rows of 4096, 8192, ...) and the arrays start alike (page-aligned buffers), all 11 fall in the same
 // L1 sets. Twelve ways (Zen 5; Intel since Ice Lake) hold them; eight (Zen 3 and 4, Skylake) do not:
-// on a Zen 3 the fours ran 2.6-3x slower than the pairs, whose joint pass walks 7 (f32 LayerNorm and
-// RMSNorm backward, 4096 x 4096; docs/performance.md, "The fours and an 8-way L1"). An unknown
+// on a Zen 3 the fours ran 2.2-3.3x slower than the pairs, whose joint pass walks 7 (f32 LayerNorm
+// and RMSNorm backward, 4096 x 4096 and 2048 x 8192), and the fused backward's 2.9-4.5x slower than
+// its rows one at a time (docs/performance.md, "A second machine: a Zen 3 without AVX-512"). An unknown
 // associativity takes the pairs. ADDNORM_ROW_QUADS=1 or 0 overrides (tests run both paths); read at
 // each large call, where a getenv costs nothing beside the call.
 inline bool row_quads_suit_l1() {
