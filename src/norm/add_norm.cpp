@@ -169,12 +169,12 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
       return;
     }
   }
-  detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, bool has_next) {
+  detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, detail::RowFetch fetch) {
     KeepRow<C> drop(d);
     R* t = detail::scratch<R, 4>(static_cast<size_t>(d));
     const C* keep = drop.fill(ops, options.dropout, sc, r, d);
     detail::NextRows next;
-    const detail::NextRows* pf = detail::next_rows(next, has_next, r, h, f);
+    const detail::NextRows* pf = detail::next_rows(next, fetch, r, h, f);
     save(r, narrow ? narrow_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, gbn.first, gbn.second, d,
                                 options.eps, stream, t, pf)
                    : forward_row(s.row(r), y.row(r), h.row(r), f.row(r), keep, alpha, g, b, d, options.eps, layer,
@@ -306,6 +306,7 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
   }();
   const bool prefetch = detail::prefetch_rows(stream, d * static_cast<int64_t>(sizeof(T) + sizeof(R)));
   const bool stream_df = stream && !want_dl;  // with dlayer, g is read again at once (df is streamed after)
+  const detail::RowFetch call = detail::row_fetch(prefetch);
   parallel_for(chunks.count, nt, [&](int64_t k) {
     KeepRow<C> drop(d);
     S* pdg = partials.dgamma(k);
@@ -313,16 +314,16 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
     T* g = want_dl ? detail::scratch<T, 10>(static_cast<size_t>(d)) : nullptr;
     for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) {
       // The next row's inputs are prefetched while this row's last pass runs (large inputs only).
-      const bool has_next = prefetch && r + 1 < rows;
+      const detail::RowFetch fetch = detail::fetch_of(call, r, rows);
       detail::NextRows next;
       const detail::NextRows* pnext =
-          has_ds ? detail::next_rows(next, has_next, r, dy, s, ds) : detail::next_rows(next, has_next, r, dy, s);
+          has_ds ? detail::next_rows(next, fetch, r, dy, s, ds) : detail::next_rows(next, fetch, r, dy, s);
       const C* keep = drop.fill(ops, options.dropout, sc, r, d);
       row(dh.row(r), want_dl ? g : df.row(r), pdg, pdb, dy.row(r), s.row(r), has_ds ? ds.row(r) : nullptr, keep,
           layer ? mean[r] : S{0}, rstd[r], gm, g_dx, alpha, d, layer, stream, stream_df, pnext);
       if (want_dl)
         ops.layer_scale_backward_row(df.row(r), layer_partials.dgamma(k), g, f.row(r), layer_c, d, stream,
-                                     has_next ? f.row(r + 1) : nullptr);
+                                     fetch.next ? f.row(r + 1) : nullptr);
     }
     if (stream) detail::store_fence();
   });

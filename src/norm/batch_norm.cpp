@@ -222,7 +222,7 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
     });
     return;
   }
-  detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t r, bool has_next) {
+  detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t r, detail::RowFetch fetch) {
     const T* xr = x.row(r);
     T* yr = y.row(r);
     if (!is_valid(mask, r)) {
@@ -230,7 +230,7 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
       return;
     }
     detail::NextRows next;
-    ops.bn_forward_row(yr, xr, m_hi, a, cst, d, stream, detail::next_rows(next, has_next, r, x));
+    ops.bn_forward_row(yr, xr, m_hi, a, cst, d, stream, detail::next_rows(next, fetch, r, x));
   });
 }
 
@@ -315,7 +315,7 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
     });
     return;
   }
-  detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t r, bool has_next) {
+  detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t r, detail::RowFetch fetch) {
     T* dxr = dx.row(r);
     if (!is_valid(mask, r)) {
       std::fill(dxr, dxr + d, T{0});
@@ -323,7 +323,7 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
     }
     detail::NextRows next;
     ops.bn_backward_row(dxr, x.row(r), dy.row(r), m, s, gm, k1, k2, d, stream,
-                        detail::next_rows(next, has_next, r, x, dy));
+                        detail::next_rows(next, fetch, r, x, dy));
   });
 }
 

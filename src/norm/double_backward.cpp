@@ -85,11 +85,11 @@ void double_backward(const char* fn, View2D<T> gx, View2D<T> gdy, std::span<T> g
   const bool stream = detail::stream_output(rows, d * outputs, sizeof(T)) && row_bytes >= detail::kShortRowBytes;
   const bool prefetch = row_bytes < kMaxPrefetchRowBytes;
   const int threads = static_cast<int>(std::min<int64_t>(nt, chunks.count));
-  detail::for_chunk_rows(chunks, threads, stream, row_bytes, [&](int64_t k, int64_t r, bool has_next) {
+  detail::for_chunk_rows(chunks, threads, stream, row_bytes, [&](int64_t k, int64_t r, detail::RowFetch fetch) {
     detail::NextRows buf;
-    has_next = has_next && prefetch;
-    const detail::NextRows* next = ddx.empty() ? detail::next_rows_far(buf, has_next, false, r, dy, x)
-                                               : detail::next_rows_far(buf, has_next, false, r, dy, x, ddx);
+    fetch.next = fetch.next && prefetch;
+    const detail::NextRows* next = ddx.empty() ? detail::next_rows_far(buf, fetch, false, r, dy, x)
+                                               : detail::next_rows_far(buf, fetch, false, r, dy, x, ddx);
     row(gx.empty() ? nullptr : gx.row(r), gdy.empty() ? nullptr : gdy.row(r), partials.dgamma(k),
         ddx.empty() ? zeros : ddx.row(r), dy.row(r), x.row(r), kLayer ? mean[r] : S{0}, rstd[r], gm, vw, vb, d, stream,
         next);

@@ -53,9 +53,9 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
       });
       return;
     }
-    detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, bool has_next) {
+    detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, detail::RowFetch fetch) {
       detail::NextRows next;
-      save(r, row_kernel(r, detail::next_rows(next, has_next, r, x)));
+      save(r, row_kernel(r, detail::next_rows(next, fetch, r, x)));
     });
   };
 

@@ -46,9 +46,9 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
       });
       return;
     }
-    detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, bool has_next) {
+    detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, detail::RowFetch fetch) {
       detail::NextRows next;
-      const double rs = row_kernel(y.row(r), x.row(r), g, d, eps, stream, detail::next_rows(next, has_next, r, x));
+      const double rs = row_kernel(y.row(r), x.row(r), g, d, eps, stream, detail::next_rows(next, fetch, r, x));
       if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(rs);
     });
   };
@@ -133,7 +133,7 @@ void rms_norm_backward(View2D<T> dx, std::span<T> dgamma, View2D<const T> dy, Vi
           ops.rms_backward(dx.row(r), partials.dgamma(k), dy.row(r), x.row(r), rstd[r], gm, d, stream, next);
         });
   } else {
-    detail::for_chunk_rows(chunks, nt, stream, row_bytes, [&](int64_t k, int64_t r, bool) {
+    detail::for_chunk_rows(chunks, nt, stream, row_bytes, [&](int64_t k, int64_t r, detail::RowFetch) {
       ops.rms_backward(dx.row(r), partials.dgamma(k), dy.row(r), x.row(r), rstd[r], gm, d, stream, nullptr);
     });
   }

@@ -40,13 +40,51 @@ void for_thread_blocks(int64_t rows, int threads, bool large, F&& block) {
   });
 }
 
-// f(r, has_next) for 0 <= r < rows on `threads` threads; has_next: row r + 1 exists and is worth
-// prefetching. `large`: the output is streamed (fenced at the end of each block).
+// Whether this machine's L1 data cache is wide: 48 KiB or more in 12 ways or more (Zen 5; Intel
+// since Ice Lake), against 32 KiB in 8 (Zen 3 and 4, Skylake). Two choices measured on both kinds
+// of machine depend on it (docs/performance.md, "A second machine: a Zen 3 without AVX-512"):
+// - The fours of wide rows (takes_row_quads). Their joint dx pass walks 11 arrays in step (four rows
+//   of x and dy, gamma, two partials); when the rows' stride is a multiple of 4 KiB (f32 rows of 4096,
+//   8192, ...) and the arrays start alike (page-aligned buffers), all 11 fall in the same L1 sets,
+//   which twelve ways hold and eight do not: on a Zen 3 the fours ran 2.2-3.3x slower than the
+//   pairs, whose joint pass walks 7 (f32 LayerNorm and RMSNorm backward, 4096 x 4096 and 2048 x
+//   8192), and the fused backward's 2.9-4.5x slower than its rows one at a time.
+// - The last pass of rows of kBackwardWalkCols or more (next_rows_far): on a wide L1 it prefetches
+//   the row after next into L3 and walks odd rows back, so that gamma and beta, read last, are read
+//   first again from L1 beside a 16 KiB row (+6-20% on the Zen 5); on a Zen 3 both cost, and without
+//   them its forwards ran 1.1-1.3x faster (f32 LayerNorm and RMSNorm on 4096 x 4096 and 2048 x 8192).
+// An unknown size or associativity counts as narrow. ADDNORM_WIDE_L1=1 or 0 overrides (tests run both
+// paths); read once per large call (where rows are streamed or prefetched), never per row.
+inline bool l1_is_wide() {
+  if (const char* env = std::getenv("ADDNORM_WIDE_L1"); env != nullptr && *env != '\0') {
+    const std::string_view v(env);
+    require(v == "0" || v == "1", "ADDNORM_WIDE_L1", "expected 0 or 1, got '", v, "'");
+    return v == "1";
+  }
+  static const bool wide = sysconf(_SC_LEVEL1_DCACHE_SIZE) >= 48 * 1024 && sysconf(_SC_LEVEL1_DCACHE_ASSOC) >= 12;
+  return wide;
+}
+
+// What row r's last pass prefetches (next_rows_far): row r + 1, when `next` (it exists and is worth
+// fetching), in the way that suits the L1 (`wide_l1`, l1_is_wide: read once per call).
+struct RowFetch {
+  bool next = false;
+  bool wide_l1 = false;
+};
+
+// The RowFetch of the rows of a call that prefetches when `prefetch` (l1_is_wide read only then).
+inline RowFetch row_fetch(bool prefetch) { return {prefetch, prefetch && l1_is_wide()}; }
+
+// RowFetch of row r of `rows` from the call's.
+inline RowFetch fetch_of(RowFetch call, int64_t r, int64_t rows) { return {call.next && r + 1 < rows, call.wide_l1}; }
+
+// f(r, fetch) for 0 <= r < rows on `threads` threads; fetch (RowFetch): whether row r + 1 exists and
+// is worth prefetching, and how. `large`: the output is streamed (fenced at the end of each block).
 template <class F>
 void for_row_blocks(int64_t rows, int threads, bool large, int64_t row_bytes, F&& f) {
-  const bool pf = prefetch_rows(large, row_bytes);
+  const RowFetch call = row_fetch(prefetch_rows(large, row_bytes));
   for_thread_blocks(rows, threads, large, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) f(r, pf && r + 1 < rows);
+    for (int64_t r = begin; r < end; ++r) f(r, fetch_of(call, r, rows));
   });
 }
 
@@ -61,29 +99,32 @@ void for_row_batches(int64_t rows, int threads, bool large, int64_t batch, F&& f
 }
 
 // The next rows to prefetch during row r's last pass: row r + 1 of each view (and row r + 2 as the
-// far row, when there is one and `far`), filled into `buf`; null when !has_next. All views have the
-// same rows.
+// far row, when there is one and `far`), filled into `buf`; null when !fetch.next. All views have
+// the same rows. Rows of kBackwardWalkCols or more walk odd rows back and take the far row only on a
+// wide L1 (fetch.wide_l1; l1_is_wide says why).
 template <class V0, class... V>
-const NextRows* next_rows_far(NextRows& buf, bool has_next, bool far, int64_t r, const V0& v0, const V&... views) {
-  if (!has_next) return nullptr;
-  buf = NextRows::of(v0.row(r + 1), views.row(r + 1)...).then(far && r + 2 < v0.rows(), v0.stride(), views.stride()...);
-  buf.backward = (r & 1) != 0 && v0.cols() >= kBackwardWalkCols;
+const NextRows* next_rows_far(NextRows& buf, RowFetch fetch, bool far, int64_t r, const V0& v0, const V&... views) {
+  if (!fetch.next) return nullptr;
+  const bool wide_row = v0.cols() >= kBackwardWalkCols;
+  far = far && (fetch.wide_l1 || !wide_row) && r + 2 < v0.rows();
+  buf = NextRows::of(v0.row(r + 1), views.row(r + 1)...).then(far, v0.stride(), views.stride()...);
+  buf.backward = (r & 1) != 0 && wide_row && fetch.wide_l1;
   return &buf;
 }
 
 // next_rows_far with the far row whenever there is one.
 template <class V0, class... V>
-const NextRows* next_rows(NextRows& buf, bool has_next, int64_t r, const V0& v0, const V&... views) {
-  return next_rows_far(buf, has_next, true, r, v0, views...);
+const NextRows* next_rows(NextRows& buf, RowFetch fetch, int64_t r, const V0& v0, const V&... views) {
+  return next_rows_far(buf, fetch, true, r, v0, views...);
 }
 
 // The same over fixed chunks of rows (RowChunks, for deterministic parameter gradients):
-// f(k, r, has_next) for every row r of chunk k; one fence per chunk.
+// f(k, r, fetch) for every row r of chunk k; one fence per chunk.
 template <class Chunks, class F>
 void for_chunk_rows(const Chunks& chunks, int threads, bool large, int64_t row_bytes, F&& f) {
-  const bool pf = prefetch_rows(large, row_bytes);
+  const RowFetch call = row_fetch(prefetch_rows(large, row_bytes));
   parallel_for(chunks.count, threads, [&](int64_t k) {
-    for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) f(k, r, pf && r + 1 < chunks.rows);
+    for (int64_t r = chunks.begin(k); r < chunks.end(k); ++r) f(k, r, fetch_of(call, r, chunks.rows));
     if (large) store_fence();
   });
 }
@@ -97,8 +138,9 @@ void for_chunk_rows(const Chunks& chunks, int threads, bool large, int64_t row_b
 template <class Chunks, class X, class DY, class Pair, class One>
 void for_chunk_row_pairs(const Chunks& chunks, int threads, bool large, bool prefetch, bool far, const X& x,
                          const DY& dy, Pair&& pair, One&& one) {
+  const RowFetch call = row_fetch(prefetch);
   const auto next_of = [&](int64_t r, NextRows& next) {
-    return next_rows_far(next, prefetch && r + 1 < chunks.rows, far, r, x, dy);
+    return next_rows_far(next, fetch_of(call, r, chunks.rows), far, r, x, dy);
   };
   parallel_for(chunks.count, threads, [&](int64_t k) {
     NextRows n0, n1;
@@ -109,34 +151,15 @@ void for_chunk_row_pairs(const Chunks& chunks, int threads, bool large, bool pre
   });
 }
 
-// Whether this machine's L1 data cache suits the fours. Their joint dx pass walks 11 arrays in step
-// (four rows of x and dy, gamma, two partials); when the rows' stride is a multiple of 4 KiB (f32
-// rows of 4096, 8192, ...) and the arrays start alike (page-aligned buffers), all 11 fall in the same
-// L1 sets. Twelve ways (Zen 5; Intel since Ice Lake) hold them; eight (Zen 3 and 4, Skylake) do not:
-// on a Zen 3 the fours ran 2.2-3.3x slower than the pairs, whose joint pass walks 7 (f32 LayerNorm
-// and RMSNorm backward, 4096 x 4096 and 2048 x 8192), and the fused backward's 2.9-4.5x slower than
-// its rows one at a time (docs/performance.md, "A second machine: a Zen 3 without AVX-512"). An unknown
-// associativity takes the pairs. ADDNORM_ROW_QUADS=1 or 0 overrides (tests run both paths); read at
-// each large call, where a getenv costs nothing beside the call.
-inline bool row_quads_suit_l1() {
-  if (const char* env = std::getenv("ADDNORM_ROW_QUADS"); env != nullptr && *env != '\0') {
-    const std::string_view v(env);
-    require(v == "0" || v == "1", "ADDNORM_ROW_QUADS", "expected 0 or 1, got '", v, "'");
-    return v == "1";
-  }
-  static const bool ways = sysconf(_SC_LEVEL1_DCACHE_ASSOC) >= 12;
-  return ways;
-}
-
 // Whether streamed rows of d columns go in fours (for_chunk_row_quads, with the op `quad` when the
 // target has one): rows of kJointDxCols or more whose outputs (dx: data and row stride) start on
 // cache lines, as the fours' joint dx pass writes them with no scalar head, on a machine whose L1
-// suits them (row_quads_suit_l1).
+// is wide (l1_is_wide).
 template <class Op, class V>
 bool takes_row_quads(bool stream, Op quad, int64_t d, const V& dx) {
   using T = std::remove_cvref_t<decltype(*dx.data())>;
   return stream && quad != nullptr && d >= kJointDxCols && reinterpret_cast<uintptr_t>(dx.data()) % 64 == 0 &&
-         dx.stride() * static_cast<int64_t>(sizeof(T)) % 64 == 0 && row_quads_suit_l1();
+         dx.stride() * static_cast<int64_t>(sizeof(T)) % 64 == 0 && l1_is_wide();
 }
 
 // The rows of each chunk k (RowChunks) in fours, then a pair and an odd row as left, the grouping

@@ -132,7 +132,7 @@ TEST(AddNorm, MatchesReferenceComposition) {
 // rows: 603 rows against the reference, for both norms, with dropout and with DeepNorm's alpha,
 // pre- and post-norm.
 TEST(AddNorm, StreamedWideRowQuads) {
-  addnorm::testing::with_row_quads_on_and_off([] {
+  addnorm::testing::with_wide_l1_on_and_off([] {
     for (NormKind kind : {NormKind::layer, NormKind::rms})
       for (auto [p, alpha] : {std::pair<double, double>{0.0, 2.5}, {0.1, 1.0}})
         for (bool pre : {true, false}) check_against_reference<float>(Case{kind, p, alpha, pre, 603, 4096});
@@ -142,7 +142,7 @@ TEST(AddNorm, StreamedWideRowQuads) {
 // The fours' parameter gradients, dh and df are the same bits on any number of threads: rows are
 // grouped in fours by their place in a chunk of rows, never by thread.
 TEST(AddNorm, StreamedWideRowQuadsIndependentOfThreadCount) {
-  addnorm::testing::with_row_quads_on_and_off([] {
+  addnorm::testing::with_wide_l1_on_and_off([] {
     const int64_t rows = 603, d = 4096;
     const size_t n = rows * d;
     auto s = seeded_vector<float>(n, 1, 1.0, 3.0), dy = seeded_vector<float>(n, 2), ds = seeded_vector<float>(n, 3),

@@ -203,7 +203,7 @@ TEST(LayerNorm, WideRowPairs) {
 // a pair) and a last chunk of 3 (a pair and an odd row). Rows of 4096 and of 4100 in a stride of
 // 4112 (a scalar tail); off a line (offset+1) they keep the pairs.
 TEST(LayerNorm, StreamedWideRowQuads) {
-  addnorm::testing::with_row_quads_on_and_off([] {
+  addnorm::testing::with_wide_l1_on_and_off([] {
     uint64_t seed = 4343;
     for (const auto& [d, lay] : std::vector<std::pair<int64_t, Layout>>{{4096, {0, 0, "on a line", true}},
                                                                         {4100, {12, 0, "stride+12, on a line", true}},
@@ -214,17 +214,21 @@ TEST(LayerNorm, StreamedWideRowQuads) {
   });
 }
 
-// ADDNORM_ROW_QUADS takes 0 or 1; anything else is an error naming it, at the first large call.
-TEST(LayerNorm, RowQuadsSwitchRejectsOtherValues) {
-  addnorm::testing::ScopedEnv env("ADDNORM_ROW_QUADS", "yes");
+// ADDNORM_WIDE_L1 takes 0 or 1; anything else is an error naming it, at the first large call that
+// prefetches rows (the forward's walk) or may take the fours (the backward's).
+TEST(LayerNorm, WideL1SwitchRejectsOtherValues) {
   const int64_t rows = 603, d = 4096;
   const Layout on_line{0, 0, "on a line", true};  // the fours' case: dx on a cache line
   Matrix<float> x(rows, d), y(rows, d), dy(rows, d), dx(rows, d, on_line);
   std::vector<float> mean(rows), rstd(rows), gamma(d, 1.0f), dgamma(d), dbeta(d);
   addnorm::layer_norm_forward<float>(y.view(), mean, rstd, x.cview(), gamma, {}, 1e-5);
+  addnorm::testing::ScopedEnv env("ADDNORM_WIDE_L1", "yes");
+  EXPECT_TRUE(addnorm::testing::throws_error(
+      [&] { addnorm::layer_norm_forward<float>(y.view(), mean, rstd, x.cview(), gamma, {}, 1e-5); },
+      {"[ADDNORM_WIDE_L1]", "expected 0 or 1", "'yes'"}));
   EXPECT_TRUE(addnorm::testing::throws_error(
       [&] { addnorm::layer_norm_backward<float>(dx.view(), dgamma, dbeta, dy.cview(), x.cview(), mean, rstd, gamma); },
-      {"[ADDNORM_ROW_QUADS]", "expected 0 or 1", "'yes'"}));
+      {"[ADDNORM_WIDE_L1]", "expected 0 or 1", "'yes'"}));
 }
 
 // Absent mean/rstd outputs change nothing else; the dx-only backward equals the full backward's dx.

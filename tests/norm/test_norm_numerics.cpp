@@ -505,40 +505,64 @@ TEST(Numerics, NonFiniteRowGivesNaNInThatRowOnly) {
 // Threads: every output, dgamma and dbeta included, is bitwise identical with 1, 2 and 3 threads.
 // The shapes are large enough (>= 500k elements) for the kernels to use all threads.
 
+// The outputs of LayerNorm, RMSNorm and BatchNorm, forward and backward, on one input.
+template <class T>
+struct NormRuns {
+  LnRun<T> ln;
+  RmsRun<T> rms;
+  BnRun<T> bn;
+};
+
+// An input of rows x d with gamma and beta, and run() giving the three norms' outputs on it.
+template <class T>
+struct NormInput {
+  Matrix<T> x, dy;
+  std::vector<T> gamma, beta;
+  NormInput(int64_t rows, int64_t d) : x(rows, d), dy(rows, d) {
+    Rng rng(static_cast<uint64_t>(rows + d));
+    x.fill_normal(rng, 0.5, 2);
+    dy.fill_normal(rng);
+    gamma = addnorm::testing::random_vector<T>(d, rng, 1, 0.3);
+    beta = addnorm::testing::random_vector<T>(d, rng, 0, 0.3);
+  }
+  NormRuns<T> run() const {
+    return {run_layer_norm(x, dy, gamma, beta, 1e-5), run_rms_norm(x, dy, gamma, 1e-5),
+            run_batch_norm(x, dy, gamma, beta, 1e-5)};
+  }
+};
+
+// Every output of `a` has the same bits as `b`'s.
+template <class T>
+void expect_same_bits(const NormRuns<T>& a, const NormRuns<T>& b) {
+  EXPECT_TRUE(bitwise_equal<double>("layer_norm dgamma", to_d(a.ln.dgamma), to_d(b.ln.dgamma)));
+  EXPECT_TRUE(bitwise_equal<double>("layer_norm dbeta", to_d(a.ln.dbeta), to_d(b.ln.dbeta)));
+  EXPECT_TRUE(bitwise_equal<double>("layer_norm y", a.ln.y.packed(), b.ln.y.packed()));
+  EXPECT_TRUE(bitwise_equal<double>("layer_norm dx", a.ln.dx.packed(), b.ln.dx.packed()));
+  EXPECT_TRUE(bitwise_equal<stat_t<T>>("layer_norm mean", a.ln.mean, b.ln.mean));
+  EXPECT_TRUE(bitwise_equal<stat_t<T>>("layer_norm rstd", a.ln.rstd, b.ln.rstd));
+  EXPECT_TRUE(bitwise_equal<double>("rms_norm dgamma", to_d(a.rms.dgamma), to_d(b.rms.dgamma)));
+  EXPECT_TRUE(bitwise_equal<double>("rms_norm y", a.rms.y.packed(), b.rms.y.packed()));
+  EXPECT_TRUE(bitwise_equal<double>("rms_norm dx", a.rms.dx.packed(), b.rms.dx.packed()));
+  EXPECT_TRUE(bitwise_equal<stat_t<T>>("rms_norm rstd", a.rms.rstd, b.rms.rstd));
+  EXPECT_TRUE(bitwise_equal<double>("batch_norm dgamma", to_d(a.bn.dgamma), to_d(b.bn.dgamma)));
+  EXPECT_TRUE(bitwise_equal<double>("batch_norm dbeta", to_d(a.bn.dbeta), to_d(b.bn.dbeta)));
+  EXPECT_TRUE(bitwise_equal<double>("batch_norm y", a.bn.y.packed(), b.bn.y.packed()));
+  EXPECT_TRUE(bitwise_equal<double>("batch_norm dx", a.bn.dx.packed(), b.bn.dx.packed()));
+  EXPECT_TRUE(bitwise_equal<stat_t<T>>("batch_norm running_var", a.bn.running_var, b.bn.running_var));
+}
+
 template <class T>
 void thread_invariance(int64_t rows, int64_t d) {
   SCOPED_TRACE(describe("threads ", dtype_name<T>(), " rows=", rows, " d=", d));
-  Rng rng(static_cast<uint64_t>(rows + d));
-  Matrix<T> x(rows, d), dy(rows, d);
-  x.fill_normal(rng, 0.5, 2);
-  dy.fill_normal(rng);
-  const std::vector<T> gamma = addnorm::testing::random_vector<T>(d, rng, 1, 0.3);
-  const std::vector<T> beta = addnorm::testing::random_vector<T>(d, rng, 0, 0.3);
-  std::vector<LnRun<T>> ln;
-  std::vector<RmsRun<T>> rms;
-  std::vector<BnRun<T>> bn;
+  const NormInput<T> in(rows, d);
+  std::vector<NormRuns<T>> runs;
   for (int threads : {1, 2, 3}) {
     addnorm::testing::ScopedThreads scoped(threads);
-    ln.push_back(run_layer_norm(x, dy, gamma, beta, 1e-5));
-    rms.push_back(run_rms_norm(x, dy, gamma, 1e-5));
-    bn.push_back(run_batch_norm(x, dy, gamma, beta, 1e-5));
+    runs.push_back(in.run());
   }
   for (size_t t = 1; t < 3; ++t) {
     SCOPED_TRACE(describe(t + 1, " threads against 1"));
-    EXPECT_TRUE(bitwise_equal<T>("layer_norm dgamma", ln[t].dgamma, ln[0].dgamma));
-    EXPECT_TRUE(bitwise_equal<T>("layer_norm dbeta", ln[t].dbeta, ln[0].dbeta));
-    EXPECT_TRUE(bitwise_equal<double>("layer_norm y", ln[t].y.packed(), ln[0].y.packed()));
-    EXPECT_TRUE(bitwise_equal<double>("layer_norm dx", ln[t].dx.packed(), ln[0].dx.packed()));
-    EXPECT_TRUE(bitwise_equal<stat_t<T>>("layer_norm mean", ln[t].mean, ln[0].mean));
-    EXPECT_TRUE(bitwise_equal<stat_t<T>>("layer_norm rstd", ln[t].rstd, ln[0].rstd));
-    EXPECT_TRUE(bitwise_equal<T>("rms_norm dgamma", rms[t].dgamma, rms[0].dgamma));
-    EXPECT_TRUE(bitwise_equal<double>("rms_norm y", rms[t].y.packed(), rms[0].y.packed()));
-    EXPECT_TRUE(bitwise_equal<double>("rms_norm dx", rms[t].dx.packed(), rms[0].dx.packed()));
-    EXPECT_TRUE(bitwise_equal<T>("batch_norm dgamma", bn[t].dgamma, bn[0].dgamma));
-    EXPECT_TRUE(bitwise_equal<T>("batch_norm dbeta", bn[t].dbeta, bn[0].dbeta));
-    EXPECT_TRUE(bitwise_equal<double>("batch_norm y", bn[t].y.packed(), bn[0].y.packed()));
-    EXPECT_TRUE(bitwise_equal<double>("batch_norm dx", bn[t].dx.packed(), bn[0].dx.packed()));
-    EXPECT_TRUE(bitwise_equal<stat_t<T>>("batch_norm running_var", bn[t].running_var, bn[0].running_var));
+    expect_same_bits(runs[t], runs[0]);
   }
 }
 
@@ -546,9 +570,33 @@ TEST(Numerics, BitwiseIdenticalWithOneTwoAndThreeThreads) {
   thread_invariance<float>(1000, 768);
   thread_invariance<float>(257, 4099);
   // Streamed wide rows, four at a time or in pairs (by default the machine's L1 chooses).
-  addnorm::testing::with_row_quads_on_and_off([] { thread_invariance<float>(603, 4096); });
+  addnorm::testing::with_wide_l1_on_and_off([] { thread_invariance<float>(603, 4096); });
   thread_invariance<double>(1001, 700);
   thread_invariance<float>(100000, 7);  // many short rows
+}
+
+// The walk of a wide row's last pass (the far row, odd rows walked back) and the wide rows' fours
+// follow the L1 (l1_is_wide in src/norm/row_blocks.hpp); the results do not. Streamed inputs (over 8
+// MiB) whose rows prefetch: wide rows on cache lines (the fours' case), wide rows off a line's
+// multiple (4100: the walks' scalar tails), and rows of 768 (the far row on either L1), on 2 threads.
+template <class T>
+void l1_walk_invariance(int64_t rows, int64_t d) {
+  SCOPED_TRACE(describe("either L1 ", dtype_name<T>(), " rows=", rows, " d=", d));
+  const NormInput<T> in(rows, d);
+  addnorm::testing::ScopedThreads scoped(2);
+  std::vector<NormRuns<T>> runs;
+  for (const char* wide : {"1", "0"}) {
+    addnorm::testing::ScopedEnv env("ADDNORM_WIDE_L1", wide);
+    runs.push_back(in.run());
+  }
+  expect_same_bits(runs[1], runs[0]);
+}
+
+TEST(Numerics, BitwiseIdenticalOnAWideAndANarrowL1) {
+  l1_walk_invariance<float>(603, 4096);
+  l1_walk_invariance<float>(603, 4100);
+  l1_walk_invariance<float>(2800, 768);
+  l1_walk_invariance<addnorm::bf16>(1031, 4096);
 }
 
 }  // namespace

@@ -150,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormSweep, ::testing::ValuesIn(sweep_shapes(
 // last chunk of 3 (a pair and an odd row); rows of 4096 and of 4100 in a stride of 4112; off a line
 // they keep the rows one at a time.
 TEST(RmsNorm, StreamedWideRowQuads) {
-  addnorm::testing::with_row_quads_on_and_off([] {
+  addnorm::testing::with_wide_l1_on_and_off([] {
     uint64_t seed = 4444;
     for (const auto& [d, lay] : std::vector<std::pair<int64_t, Layout>>{{4096, {0, 0, "on a line", true}},
                                                                         {4100, {12, 0, "stride+12, on a line", true}},

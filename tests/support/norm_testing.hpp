@@ -418,13 +418,14 @@ class ScopedEnv {
   bool had_ = false;
 };
 
-// Runs f() with the wide rows' fours forced on and off (ADDNORM_ROW_QUADS; by default the machine's
-// L1 chooses, see src/norm/row_blocks.hpp), each in a SCOPED_TRACE: both paths on any machine.
+// Runs f() as on a wide L1 and as on a narrow one (ADDNORM_WIDE_L1=1, 0: the wide rows' fours and the
+// walk of their last pass; by default the machine's L1 chooses, see l1_is_wide in
+// src/norm/row_blocks.hpp), each in a SCOPED_TRACE: both paths on any machine.
 template <class F>
-void with_row_quads_on_and_off(F&& f) {
+void with_wide_l1_on_and_off(F&& f) {
   for (const char* v : {"1", "0"}) {
-    SCOPED_TRACE(std::string("ADDNORM_ROW_QUADS=") + v);
-    ScopedEnv env("ADDNORM_ROW_QUADS", v);
+    SCOPED_TRACE(std::string("ADDNORM_WIDE_L1=") + v);
+    ScopedEnv env("ADDNORM_WIDE_L1", v);
     f();
   }
 }
