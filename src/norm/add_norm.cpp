@@ -305,8 +305,8 @@ void add_norm_backward(View2D<R> dh, View2D<T> df, std::span<T> dgamma, std::spa
       return ops.add_norm_backward_row_f32;
   }();
   const bool prefetch = detail::prefetch_rows(stream, d * static_cast<int64_t>(sizeof(T) + sizeof(R)));
-  const bool stream_df = stream && !want_dl;  // with dlayer, g is read again at once (df is streamed after)
-  const detail::RowFetch call = detail::row_fetch(prefetch);
+  const bool stream_df = stream && !want_dl;    // with dlayer, g is read again at once (df is streamed after)
+  const detail::RowFetch call{prefetch, true};  // the wide L1's walk on any L1 (row_fetch says why)
   parallel_for(chunks.count, nt, [&](int64_t k) {
     KeepRow<C> drop(d);
     S* pdg = partials.dgamma(k);

@@ -51,8 +51,9 @@ void for_thread_blocks(int64_t rows, int threads, bool large, F&& block) {
 //   8192), and the fused backward's 2.9-4.5x slower than its rows one at a time.
 // - The last pass of rows of kBackwardWalkCols or more (next_rows_far): on a wide L1 it prefetches
 //   the row after next into L3 and walks odd rows back, so that gamma and beta, read last, are read
-//   first again from L1 beside a 16 KiB row (+6-20% on the Zen 5); on a Zen 3 both cost, and without
-//   them its forwards ran 1.1-1.3x faster (f32 LayerNorm and RMSNorm on 4096 x 4096 and 2048 x 8192).
+//   first again from L1 beside a 16 KiB row (+6-20% on the Zen 5). On a Zen 3 both cost: without
+//   them the f32 LayerNorm and RMSNorm forwards ran 1.1-1.3x faster (4096 x 4096, 2048 x 8192) and
+//   BatchNorm's backward 1.2x. Some backward passes keep them on any L1 (row_fetch).
 // An unknown size or associativity counts as narrow. ADDNORM_WIDE_L1=1 or 0 overrides (tests run both
 // paths); read once per large call (where rows are streamed or prefetched), never per row.
 inline bool l1_is_wide() {
@@ -72,7 +73,11 @@ struct RowFetch {
   bool wide_l1 = false;
 };
 
-// The RowFetch of the rows of a call that prefetches when `prefetch` (l1_is_wide read only then).
+// The RowFetch of the rows of a call that prefetches when `prefetch` (l1_is_wide read only then):
+// the forwards, BatchNorm's backward and the double backward. The backward passes of LayerNorm and
+// RMSNorm in pairs (for_chunk_row_pairs) and of the fused Add & Norm keep the wide L1's walk on any
+// L1: without it they lost on the Zen 3 (f32 4096 x 4100, where no fours run: LayerNorm 0.87-0.94,
+// RMSNorm 0.96-0.97, 1 and 2 threads, 1-2 of 6 rounds won; the fused backward 0.92-0.97 in f32).
 inline RowFetch row_fetch(bool prefetch) { return {prefetch, prefetch && l1_is_wide()}; }
 
 // RowFetch of row r of `rows` from the call's.
@@ -138,7 +143,7 @@ void for_chunk_rows(const Chunks& chunks, int threads, bool large, int64_t row_b
 template <class Chunks, class X, class DY, class Pair, class One>
 void for_chunk_row_pairs(const Chunks& chunks, int threads, bool large, bool prefetch, bool far, const X& x,
                          const DY& dy, Pair&& pair, One&& one) {
-  const RowFetch call = row_fetch(prefetch);
+  const RowFetch call{prefetch, true};  // the wide L1's walk on any L1, as the fused backward (row_fetch)
   const auto next_of = [&](int64_t r, NextRows& next) {
     return next_rows_far(next, fetch_of(call, r, chunks.rows), far, r, x, dy);
   };
