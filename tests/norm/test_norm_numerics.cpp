@@ -7,11 +7,13 @@
 //   - dgamma and dbeta (and every other output) are bitwise identical with 1, 2 and 3 threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "addnorm/norm/batch_norm.hpp"
@@ -32,6 +34,7 @@ using addnorm::testing::bitwise_equal;
 using addnorm::testing::describe;
 using addnorm::testing::dtype_name;
 using addnorm::testing::forward_tol;
+using addnorm::testing::Layout;
 using addnorm::testing::Matrix;
 using addnorm::testing::max_abs_error;
 using addnorm::testing::Rng;
@@ -50,10 +53,10 @@ struct LnRun {
 
 template <class T>
 LnRun<T> run_layer_norm(const Matrix<T>& x, const Matrix<T>& dy, const std::vector<T>& gamma,
-                        const std::vector<T>& beta, double eps) {
+                        const std::vector<T>& beta, double eps, Layout out = {}) {
   const int64_t rows = x.rows(), d = x.cols();
-  LnRun<T> o{Matrix<T>(rows, d),           Matrix<T>(rows, d), std::vector<stat_t<T>>(rows),
-             std::vector<stat_t<T>>(rows), std::vector<T>(d),  std::vector<T>(d)};
+  LnRun<T> o{Matrix<T>(rows, d, out),      Matrix<T>(rows, d, out), std::vector<stat_t<T>>(rows),
+             std::vector<stat_t<T>>(rows), std::vector<T>(d),       std::vector<T>(d)};
   addnorm::layer_norm_forward<T>(o.y.view(), o.mean, o.rstd, x.cview(), gamma, beta, eps);
   addnorm::layer_norm_backward<T>(o.dx.view(), o.dgamma, o.dbeta, dy.cview(), x.cview(), o.mean, o.rstd, gamma);
   return o;
@@ -67,9 +70,10 @@ struct RmsRun {
 };
 
 template <class T>
-RmsRun<T> run_rms_norm(const Matrix<T>& x, const Matrix<T>& dy, const std::vector<T>& gamma, double eps) {
+RmsRun<T> run_rms_norm(const Matrix<T>& x, const Matrix<T>& dy, const std::vector<T>& gamma, double eps,
+                       Layout out = {}) {
   const int64_t rows = x.rows(), d = x.cols();
-  RmsRun<T> o{Matrix<T>(rows, d), Matrix<T>(rows, d), std::vector<stat_t<T>>(rows), std::vector<T>(d)};
+  RmsRun<T> o{Matrix<T>(rows, d, out), Matrix<T>(rows, d, out), std::vector<stat_t<T>>(rows), std::vector<T>(d)};
   addnorm::rms_norm_forward<T>(o.y.view(), o.rstd, x.cview(), gamma, eps);
   addnorm::rms_norm_backward<T>(o.dx.view(), o.dgamma, dy.cview(), x.cview(), o.rstd, gamma);
   return o;
@@ -84,10 +88,10 @@ struct BnRun {
 
 template <class T>
 BnRun<T> run_batch_norm(const Matrix<T>& x, const Matrix<T>& dy, const std::vector<T>& gamma,
-                        const std::vector<T>& beta, double eps) {
+                        const std::vector<T>& beta, double eps, Layout out = {}) {
   const int64_t rows = x.rows(), d = x.cols();
-  BnRun<T> o{Matrix<T>(rows, d),
-             Matrix<T>(rows, d),
+  BnRun<T> o{Matrix<T>(rows, d, out),
+             Matrix<T>(rows, d, out),
              std::vector<stat_t<T>>(d),
              std::vector<stat_t<T>>(d),
              std::vector<stat_t<T>>(d, stat_t<T>(0)),
@@ -513,12 +517,15 @@ struct NormRuns {
   BnRun<T> bn;
 };
 
-// An input of rows x d with gamma and beta, and run() giving the three norms' outputs on it.
+// An input of rows x d with gamma and beta, and run() giving the three norms' outputs on it; x, dy and
+// every output matrix in `layout` (the wide rows' fours run only on outputs that start on a cache
+// line: an explicit layout, never the allocator's chance).
 template <class T>
 struct NormInput {
+  Layout layout;
   Matrix<T> x, dy;
   std::vector<T> gamma, beta;
-  NormInput(int64_t rows, int64_t d) : x(rows, d), dy(rows, d) {
+  NormInput(int64_t rows, int64_t d, Layout lay = {}) : layout(lay), x(rows, d, lay), dy(rows, d, lay) {
     Rng rng(static_cast<uint64_t>(rows + d));
     x.fill_normal(rng, 0.5, 2);
     dy.fill_normal(rng);
@@ -526,23 +533,26 @@ struct NormInput {
     beta = addnorm::testing::random_vector<T>(d, rng, 0, 0.3);
   }
   NormRuns<T> run() const {
-    return {run_layer_norm(x, dy, gamma, beta, 1e-5), run_rms_norm(x, dy, gamma, 1e-5),
-            run_batch_norm(x, dy, gamma, beta, 1e-5)};
+    return {run_layer_norm(x, dy, gamma, beta, 1e-5, layout), run_rms_norm(x, dy, gamma, 1e-5, layout),
+            run_batch_norm(x, dy, gamma, beta, 1e-5, layout)};
   }
 };
 
-// Every output of `a` has the same bits as `b`'s.
+// Every output of `a` has the same bits as `b`'s; with `exact_row_grads` false, LayerNorm's and
+// RMSNorm's dx, dgamma and dbeta only to a rounding (row_grads_close).
 template <class T>
-void expect_same_bits(const NormRuns<T>& a, const NormRuns<T>& b) {
-  EXPECT_TRUE(bitwise_equal<double>("layer_norm dgamma", to_d(a.ln.dgamma), to_d(b.ln.dgamma)));
-  EXPECT_TRUE(bitwise_equal<double>("layer_norm dbeta", to_d(a.ln.dbeta), to_d(b.ln.dbeta)));
+void expect_same_bits(const NormRuns<T>& a, const NormRuns<T>& b, bool exact_row_grads = true) {
+  if (exact_row_grads) {
+    EXPECT_TRUE(bitwise_equal<double>("layer_norm dgamma", to_d(a.ln.dgamma), to_d(b.ln.dgamma)));
+    EXPECT_TRUE(bitwise_equal<double>("layer_norm dbeta", to_d(a.ln.dbeta), to_d(b.ln.dbeta)));
+    EXPECT_TRUE(bitwise_equal<double>("layer_norm dx", a.ln.dx.packed(), b.ln.dx.packed()));
+    EXPECT_TRUE(bitwise_equal<double>("rms_norm dgamma", to_d(a.rms.dgamma), to_d(b.rms.dgamma)));
+    EXPECT_TRUE(bitwise_equal<double>("rms_norm dx", a.rms.dx.packed(), b.rms.dx.packed()));
+  }
   EXPECT_TRUE(bitwise_equal<double>("layer_norm y", a.ln.y.packed(), b.ln.y.packed()));
-  EXPECT_TRUE(bitwise_equal<double>("layer_norm dx", a.ln.dx.packed(), b.ln.dx.packed()));
   EXPECT_TRUE(bitwise_equal<stat_t<T>>("layer_norm mean", a.ln.mean, b.ln.mean));
   EXPECT_TRUE(bitwise_equal<stat_t<T>>("layer_norm rstd", a.ln.rstd, b.ln.rstd));
-  EXPECT_TRUE(bitwise_equal<double>("rms_norm dgamma", to_d(a.rms.dgamma), to_d(b.rms.dgamma)));
   EXPECT_TRUE(bitwise_equal<double>("rms_norm y", a.rms.y.packed(), b.rms.y.packed()));
-  EXPECT_TRUE(bitwise_equal<double>("rms_norm dx", a.rms.dx.packed(), b.rms.dx.packed()));
   EXPECT_TRUE(bitwise_equal<stat_t<T>>("rms_norm rstd", a.rms.rstd, b.rms.rstd));
   EXPECT_TRUE(bitwise_equal<double>("batch_norm dgamma", to_d(a.bn.dgamma), to_d(b.bn.dgamma)));
   EXPECT_TRUE(bitwise_equal<double>("batch_norm dbeta", to_d(a.bn.dbeta), to_d(b.bn.dbeta)));
@@ -551,10 +561,38 @@ void expect_same_bits(const NormRuns<T>& a, const NormRuns<T>& b) {
   EXPECT_TRUE(bitwise_equal<stat_t<T>>("batch_norm running_var", a.bn.running_var, b.bn.running_var));
 }
 
+// LayerNorm's and RMSNorm's dx, dgamma and dbeta of `got` against `ref`'s (same input `in`) to a
+// rounding: dx within 16 f32 roundings of its row's largest |dx|, dgamma and dbeta within 16 of the
+// sum of their terms' magnitudes (|dy * x_hat|, |dy|), x_hat from ref's statistics.
 template <class T>
-void thread_invariance(int64_t rows, int64_t d) {
-  SCOPED_TRACE(describe("threads ", dtype_name<T>(), " rows=", rows, " d=", d));
-  const NormInput<T> in(rows, d);
+void row_grads_close(const NormInput<T>& in, const NormRuns<T>& got, const NormRuns<T>& ref) {
+  const int64_t rows = in.x.rows(), d = in.x.cols();
+  const Tol tol = backward_tol<T>();
+  std::vector<double> ln_dg(d), rms_dg(d), db(d), ln_dx(rows * d), rms_dx(rows * d);
+  for (int64_t r = 0; r < rows; ++r) {
+    double ln_max = 0, rms_max = 0;
+    for (int64_t c = 0; c < d; ++c) {
+      const double x = static_cast<double>(in.x(r, c)), dy = std::fabs(static_cast<double>(in.dy(r, c)));
+      ln_dg[c] += dy * std::fabs((x - ref.ln.mean[r]) * ref.ln.rstd[r]);
+      rms_dg[c] += dy * std::fabs(x * ref.rms.rstd[r]);
+      db[c] += dy;
+      ln_max = std::max(ln_max, std::fabs(static_cast<double>(ref.ln.dx(r, c))));
+      rms_max = std::max(rms_max, std::fabs(static_cast<double>(ref.rms.dx(r, c))));
+    }
+    std::fill_n(ln_dx.begin() + r * d, d, ln_max);
+    std::fill_n(rms_dx.begin() + r * d, d, rms_max);
+  }
+  EXPECT_TRUE(all_close("layer_norm dx", got.ln.dx.packed(), ref.ln.dx.packed(), tol, d, ln_dx));
+  EXPECT_TRUE(all_close("layer_norm dgamma", to_d(got.ln.dgamma), to_d(ref.ln.dgamma), tol, d, ln_dg));
+  EXPECT_TRUE(all_close("layer_norm dbeta", to_d(got.ln.dbeta), to_d(ref.ln.dbeta), tol, d, db));
+  EXPECT_TRUE(all_close("rms_norm dx", got.rms.dx.packed(), ref.rms.dx.packed(), tol, d, rms_dx));
+  EXPECT_TRUE(all_close("rms_norm dgamma", to_d(got.rms.dgamma), to_d(ref.rms.dgamma), tol, d, rms_dg));
+}
+
+template <class T>
+void thread_invariance(int64_t rows, int64_t d, Layout layout = {}) {
+  SCOPED_TRACE(describe("threads ", dtype_name<T>(), " rows=", rows, " d=", d, " ", layout.name));
+  const NormInput<T> in(rows, d, layout);
   std::vector<NormRuns<T>> runs;
   for (int threads : {1, 2, 3}) {
     addnorm::testing::ScopedThreads scoped(threads);
@@ -566,37 +604,53 @@ void thread_invariance(int64_t rows, int64_t d) {
   }
 }
 
+// Layouts of the wide rows' cases: on a cache line (where the fours may run) and off one.
+const Layout kOnALine{0, 0, "on a line", true};
+const Layout kOffALine{0, 1, "offset+1"};
+
 TEST(Numerics, BitwiseIdenticalWithOneTwoAndThreeThreads) {
   thread_invariance<float>(1000, 768);
   thread_invariance<float>(257, 4099);
-  // Streamed wide rows, four at a time or in pairs (by default the machine's L1 chooses).
-  addnorm::testing::with_wide_l1_on_and_off([] { thread_invariance<float>(603, 4096); });
+  // Streamed wide rows, four at a time (on a line, on a wide L1) or in pairs (by default the
+  // machine's L1 chooses).
+  addnorm::testing::with_wide_l1_on_and_off([] {
+    thread_invariance<float>(603, 4096, kOnALine);
+    thread_invariance<float>(603, 4096, kOffALine);
+  });
   thread_invariance<double>(1001, 700);
   thread_invariance<float>(100000, 7);  // many short rows
 }
 
-// The walk of a wide row's last pass (the far row, odd rows walked back) and the wide rows' fours
-// follow the L1 (l1_is_wide in src/norm/row_blocks.hpp); the results do not. Streamed inputs (over 8
-// MiB) whose rows prefetch: wide rows on cache lines (the fours' case), wide rows off a line's
-// multiple (4100: the walks' scalar tails), and rows of 768 (the far row on either L1), on 2 threads.
+// The walk of a wide row's last pass (the far row, odd rows walked back) follows the L1 (l1_is_wide
+// in src/norm/row_blocks.hpp); the results do not: every output has the same bits on either L1. The
+// wide rows' fours follow it too, and give the pairs' (or single rows') results to a rounding, not
+// to the bit (quad_joint_pass in src/simd/norm_backward_rows.inc says why): where they may run (f32
+// rows of kJointDxCols or more on a cache line) LayerNorm's and RMSNorm's dx and parameter
+// gradients are compared to a rounding. Streamed inputs (over 8 MiB) whose rows prefetch: wide rows
+// off a line (the walks only) and on one (the fours), wide rows of 4100 (the walks' scalar tails),
+// and rows of 768 (the far row on either L1), on 2 threads.
 template <class T>
-void l1_walk_invariance(int64_t rows, int64_t d) {
-  SCOPED_TRACE(describe("either L1 ", dtype_name<T>(), " rows=", rows, " d=", d));
-  const NormInput<T> in(rows, d);
+void l1_walk_invariance(int64_t rows, int64_t d, Layout layout) {
+  SCOPED_TRACE(describe("either L1 ", dtype_name<T>(), " rows=", rows, " d=", d, " ", layout.name));
+  const NormInput<T> in(rows, d, layout);
   addnorm::testing::ScopedThreads scoped(2);
   std::vector<NormRuns<T>> runs;
   for (const char* wide : {"1", "0"}) {
     addnorm::testing::ScopedEnv env("ADDNORM_WIDE_L1", wide);
     runs.push_back(in.run());
   }
-  expect_same_bits(runs[1], runs[0]);
+  const bool fours = std::is_same_v<T, float> && d >= 4096 && layout.line;  // kJointDxCols
+  expect_same_bits(runs[0], runs[1], !fours);
+  if (fours) row_grads_close(in, runs[0], runs[1]);
 }
 
 TEST(Numerics, BitwiseIdenticalOnAWideAndANarrowL1) {
-  l1_walk_invariance<float>(603, 4096);
-  l1_walk_invariance<float>(603, 4100);
-  l1_walk_invariance<float>(2800, 768);
-  l1_walk_invariance<addnorm::bf16>(1031, 4096);
+  l1_walk_invariance<float>(603, 4096, kOffALine);
+  l1_walk_invariance<float>(603, 4096, kOnALine);
+  l1_walk_invariance<float>(603, 4100, kOffALine);
+  l1_walk_invariance<float>(2800, 768, {});
+  l1_walk_invariance<addnorm::bf16>(1031, 4096, kOffALine);
+  l1_walk_invariance<addnorm::bf16>(1031, 4096, kOnALine);
 }
 
 }  // namespace
