@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../src/simd/row_ops.hpp"
 #include "addnorm/norm/batch_norm.hpp"
 #include "addnorm/norm/layer_norm.hpp"
 #include "addnorm/norm/reference.hpp"
@@ -639,7 +640,7 @@ void l1_walk_invariance(int64_t rows, int64_t d, Layout layout) {
     addnorm::testing::ScopedEnv env("ADDNORM_WIDE_L1", wide);
     runs.push_back(in.run());
   }
-  const bool fours = std::is_same_v<T, float> && d >= 4096 && layout.line;  // kJointDxCols
+  const bool fours = std::is_same_v<T, float> && d >= addnorm::detail::kJointDxCols && layout.line;
   expect_same_bits(runs[0], runs[1], !fours);
   if (fours) row_grads_close(in, runs[0], runs[1]);
 }
