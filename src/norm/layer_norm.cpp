@@ -59,6 +59,19 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
     });
   };
 
+  // bf16 rows with gamma and beta on a target that reads them as they are (RowOps::ln_forward_plain).
+  if (ops.ln_forward_plain != nullptr && d >= ops.ln_plain_cols && !gamma.empty() && !beta.empty()) {
+    const T* g = detail::placed_for<0, T>(gamma, y.data(), rows, d, stream);
+    const T* b = detail::placed_for<1, T>(beta, y.data(), rows, d, stream);
+    return run(
+        ops.ln_forward_rows_plain != nullptr,
+        [&](int64_t r, int64_t count, int64_t ahead, detail::RowMeanRstd* st) {
+          ops.ln_forward_rows_plain(y.row(r), y.stride(), x.row(r), x.stride(), g, b, count, d, eps, stream, ahead, st);
+        },
+        [&](int64_t r, const detail::NextRows* next) {
+          return ops.ln_forward_plain(y.row(r), x.row(r), g, b, d, eps, stream, next);
+        });
+  }
   // Wide bf16 and f16 rows with gamma and beta: the two in their narrow form (narrow_affine_t in
   // simd/row_ops.hpp).
   if constexpr (!std::is_void_v<detail::narrow_affine_t<T>>) {

@@ -177,12 +177,23 @@ struct RowOps {
                                    const NextRows* next) = nullptr;
   void (*ln_forward_rows_narrow)(T* y, int64_t ys, const T* x, int64_t xs, const N* g, const N* b, int64_t count,
                                  int64_t d, double eps, bool stream, int64_t ahead, RowMeanRstd* st) = nullptr;
+  // ln_forward and ln_forward_rows with bf16 gamma and beta as two bf16 arrays, converted as they are
+  // loaded, for rows of ln_plain_cols or more: the same results. The AVX2 target's bf16 only, whose
+  // passes over bf16 read every input by parity (map2 in vec_map.inc: a shift or a mask per 16
+  // elements of each array, as the packed form's two per 8); null elsewhere.
+  RowMeanRstd (*ln_forward_plain)(T* y, const T* x, const T* g, const T* b, int64_t d, double eps, bool stream,
+                                  const NextRows* next) = nullptr;
+  void (*ln_forward_rows_plain)(T* y, int64_t ys, const T* x, int64_t xs, const T* g, const T* b, int64_t count,
+                                int64_t d, double eps, bool stream, int64_t ahead, RowMeanRstd* st) = nullptr;
+  int64_t ln_plain_cols = INT64_MAX;
   // rms_forward and rms_forward_rows with gamma in T, converted as it is loaded (bf16/f16 rows of
-  // kNarrowGammaCols or more): the same results. bf16 and f16 only (null for the other types).
+  // rms_narrow_cols or more: kNarrowGammaCols, or less where the target's passes read bf16 by parity,
+  // as ln_plain_cols): the same results. bf16 and f16 only (null for the other types).
   double (*rms_forward_narrow)(T* y, const T* x, const T* g, int64_t d, double eps, bool stream,
                                const NextRows* next) = nullptr;
   void (*rms_forward_rows_narrow)(T* y, int64_t ys, const T* x, int64_t xs, const T* g, int64_t count, int64_t d,
                                   double eps, bool stream, int64_t ahead, double* rstd) = nullptr;
+  int64_t rms_narrow_cols = kNarrowGammaCols;
   void (*ln_backward)(T* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
                       bool stream, const NextRows* next);
   // Two rows at once (the partial sums read and written once for both); next0/next1: prefetched

@@ -7,7 +7,8 @@
 // of one row (residual stream in T or f32, with and without dropout) and batches of rows, for
 // widths with and without tails, with gamma and beta holding zeros, denormals, an Inf and a NaN.
 // This fails when gamma and beta are swapped or a half is taken from the wrong bits (checked by
-// making affine_parts return beta as gamma).
+// making affine_parts return beta as gamma). The AVX2 target's plain form (two bf16 arrays, read by
+// parity) is checked the same way.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -192,6 +193,61 @@ TEST(NarrowAffine, BatchesGiveTheSameBitsAsTwoF32Arrays) {
   });
 }
 
+// The AVX2 target's bf16 LayerNorm forward with gamma and beta as two bf16 arrays
+// (RowOps::ln_forward_plain and ln_forward_rows_plain, read by parity: map2 in vec_map.inc) must
+// give the bits of the kernels that read two f32 arrays (read in order), as above. The targets
+// without them are skipped; the AVX2 target has them, and runs wherever AVX2 does.
+TEST(NarrowAffine, PlainBf16ArraysGiveTheSameBitsAsTwoF32Arrays) {
+  int targets_with_plain = 0;
+  addnorm::testing::for_each_simd_target([&] {
+    const auto& ops = addnorm::detail::row_ops<bf16>();
+    if (ops.ln_forward_plain == nullptr) return;
+    ASSERT_NE(ops.ln_forward_rows_plain, nullptr);
+    ++targets_with_plain;
+    for (int64_t d : {16, 100, 128, 768, 4096, 4100})
+      for (int64_t shift : {0, 3}) {
+        SCOPED_TRACE("d " + std::to_string(d) + " shift " + std::to_string(shift));
+        const Params<bf16> p(d);
+        Placed<float> gc(p.gc, shift), bc(p.bc, shift);
+        Placed<bf16> gt(p.gamma, shift), bt(p.beta, shift);
+        addnorm::testing::Rng rng(static_cast<uint64_t>(d * 3 + shift));
+        Placed<bf16> x(addnorm::testing::random_vector<bf16>(d, rng, 0.5, 2.0), shift), y1(d, shift), y2(d, shift);
+        addnorm::testing::for_each_walk<bf16>(d, [&](const NextRows* next, bool stream) {
+          const RowMeanRstd a = ops.ln_forward(y1.data(), x.data(), gc.data(), bc.data(), d, 1e-5, stream, next);
+          const RowMeanRstd b = ops.ln_forward_plain(y2.data(), x.data(), gt.data(), bt.data(), d, 1e-5, stream, next);
+          EXPECT_TRUE(same_bytes(y1, y2, static_cast<size_t>(d)));
+          EXPECT_EQ(a.mean, b.mean);
+          EXPECT_EQ(a.rstd, b.rstd);
+        });
+      }
+    for (int64_t count : {1, 5, 16, 17, 40})
+      for (int64_t d : {16, 64, 100, 128, 1000, 4100}) {
+        SCOPED_TRACE("count " + std::to_string(count) + " d " + std::to_string(d));
+        const Params<bf16> p(d);
+        const int64_t stride = d + 3;  // rows off their lines
+        addnorm::testing::Rng rng(static_cast<uint64_t>(count * 100 + d));
+        const auto x = addnorm::testing::random_vector<bf16>((count + 16) * stride, rng, -1.0, 3.0);
+        std::vector<bf16> y1(x.size()), y2(x.size());
+        RowMeanRstd s1[40], s2[40];
+        for (bool stream : {false, true}) {
+          if (stream && d > 1000) continue;  // batches stream rows of at most 3 KiB (norm_batch_rows)
+          ops.ln_forward_rows(y1.data(), stride, x.data(), stride, p.gc.data(), p.bc.data(), count, d, 1e-5, stream,
+                              count, s1);
+          ops.ln_forward_rows_plain(y2.data(), stride, x.data(), stride, p.gamma.data(), p.beta.data(), count, d, 1e-5,
+                                    stream, count, s2);
+          EXPECT_TRUE(same_bytes(y1, y2, y1.size()));
+          for (int64_t r = 0; r < count; ++r) {
+            EXPECT_EQ(s1[r].mean, s2[r].mean) << "row " << r;
+            EXPECT_EQ(s1[r].rstd, s2[r].rstd) << "row " << r;
+          }
+        }
+      }
+  });
+  if (__builtin_cpu_supports("avx2")) {
+    EXPECT_GE(targets_with_plain, 1) << "the AVX2 target has no plain form";
+  }
+}
+
 // packed_affine (src/norm/workspace.hpp): gamma's bits high, beta's low, at the offset placed_for
 // gives a vector of 4-byte elements.
 TEST(NarrowAffine, PackedAffinePutsGammaHighAndBetaLow) {
@@ -251,6 +307,7 @@ void check_wide_rows(int64_t d) {
 TEST(NarrowAffine, WideRowsMatchTheReference) {
   addnorm::testing::for_each_simd_target([] {
     check_wide_rows<bf16>(4100);
+    check_wide_rows<bf16>(200);  // the plain form's batches on AVX2 (ln_plain_cols)
     check_wide_rows<f16>(5200);
   });
 }

@@ -1,11 +1,12 @@
 // RMSNorm forward of wide bf16 and f16 rows reads gamma in T, converted as it is loaded
-// (RowOps::rms_forward_narrow and rms_forward_rows_narrow, kNarrowGammaCols in
-// src/simd/row_ops.hpp). The narrow kernels must give the same bits as the kernels that read gamma
-// as an f32 array, on every SIMD target: one row (no next row, a next row walked forward and
-// backward, streamed and not, on a line and 3 elements past one) and batches of rows, for widths
-// with and without tails, with gamma holding a zero, a denormal, an Inf and a NaN. The public
-// rms_norm_forward on wide rows is checked against the f64 reference. This fails when the narrow
-// path drops gamma (checked by passing null for it in rms_norm.cpp).
+// (RowOps::rms_forward_narrow and rms_forward_rows_narrow, from RowOps::rms_narrow_cols on:
+// kNarrowGammaCols in src/simd/row_ops.hpp, 128 for bf16 on AVX2). The narrow kernels must give
+// the same bits as the kernels that read gamma as an f32 array, on every SIMD target: one row (no
+// next row, a next row walked forward and backward, streamed and not, on a line and 3 elements
+// past one) and batches of rows, for widths with and without tails, with gamma holding a zero, a
+// denormal, an Inf and a NaN. The public rms_norm_forward on wide rows is checked against the f64
+// reference. This fails when the narrow path drops gamma (checked by passing null for it in
+// rms_norm.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -131,6 +132,7 @@ void check_wide_rows(int64_t d) {
 TEST(NarrowGamma, WideRowsMatchTheReference) {
   addnorm::testing::for_each_simd_target([] {
     check_wide_rows<bf16>(6200);
+    check_wide_rows<bf16>(200);  // the narrow form on AVX2 (rms_narrow_cols)
     check_wide_rows<f16>(8200);
   });
 }
