@@ -79,19 +79,28 @@ struct PlacedNarrow {
   const narrow_affine_t<T>* b() { return std::is_same_v<T, bf16> ? nullptr : bs.data(); }
 };
 
+// The kernels check_one_row and check_batch compare with those reading two f32 arrays: gamma and
+// beta in their narrow form (every target), or as two arrays of T (RowOps::ln_forward_plain and
+// ln_forward_rows_plain: bf16 on AVX2, whose passes read them by parity, map2 in vec_map.inc).
+enum class Form { kNarrow, kPlain };
+
 template <class T>
-void check_one_row(int64_t d, int64_t shift) {
-  SCOPED_TRACE(std::string(narrow_name<T>()) + " d " + std::to_string(d) + " shift " + std::to_string(shift));
+void check_one_row(int64_t d, int64_t shift, Form form = Form::kNarrow) {
+  SCOPED_TRACE(std::string(narrow_name<T>()) + (form == Form::kPlain ? " plain" : "") + " d " + std::to_string(d) +
+               " shift " + std::to_string(shift));
   const auto& ops = addnorm::detail::row_ops<T>();
-  ASSERT_NE(ops.ln_forward_narrow, nullptr);
+  ASSERT_TRUE(form == Form::kPlain ? ops.ln_forward_plain != nullptr : ops.ln_forward_narrow != nullptr);
   const Params<T> p(d);
   Placed<float> gc(p.gc, shift), bc(p.bc, shift);
   PlacedNarrow<T> n(p, shift);
+  Placed<T> gt(p.gamma, shift), bt(p.beta, shift);
   addnorm::testing::Rng rng(static_cast<uint64_t>(d * 3 + shift));
   Placed<T> x(addnorm::testing::random_vector<T>(d, rng, 0.5, 2.0), shift), y1(d, shift), y2(d, shift);
   addnorm::testing::for_each_walk<T>(d, [&](const NextRows* next, bool stream) {
     const RowMeanRstd a = ops.ln_forward(y1.data(), x.data(), gc.data(), bc.data(), d, 1e-5, stream, next);
-    const RowMeanRstd b = ops.ln_forward_narrow(y2.data(), x.data(), n.g(), n.b(), d, 1e-5, stream, next);
+    const RowMeanRstd b = form == Form::kPlain
+                              ? ops.ln_forward_plain(y2.data(), x.data(), gt.data(), bt.data(), d, 1e-5, stream, next)
+                              : ops.ln_forward_narrow(y2.data(), x.data(), n.g(), n.b(), d, 1e-5, stream, next);
     EXPECT_TRUE(same_bytes(y1, y2, static_cast<size_t>(d)));
     EXPECT_EQ(a.mean, b.mean);
     EXPECT_EQ(a.rstd, b.rstd);
@@ -140,10 +149,11 @@ void check_fused_row(int64_t d, int64_t shift) {
 }
 
 template <class T>
-void check_batch(int64_t count, int64_t d) {
-  SCOPED_TRACE(std::string(narrow_name<T>()) + " count " + std::to_string(count) + " d " + std::to_string(d));
+void check_batch(int64_t count, int64_t d, Form form = Form::kNarrow, bool stream = false) {
+  SCOPED_TRACE(std::string(narrow_name<T>()) + (form == Form::kPlain ? " plain" : "") + " count " +
+               std::to_string(count) + " d " + std::to_string(d) + (stream ? ", streamed" : ""));
   const auto& ops = addnorm::detail::row_ops<T>();
-  ASSERT_NE(ops.ln_forward_rows_narrow, nullptr);
+  ASSERT_TRUE(form == Form::kPlain ? ops.ln_forward_rows_plain != nullptr : ops.ln_forward_rows_narrow != nullptr);
   const Params<T> p(d);
   const int64_t stride = d + 3;  // rows off their lines
   addnorm::testing::Rng rng(static_cast<uint64_t>(count * 100 + d));
@@ -151,9 +161,13 @@ void check_batch(int64_t count, int64_t d) {
   const auto x = addnorm::testing::random_vector<T>((count + 16) * stride, rng, -1.0, 3.0);
   std::vector<T> y1(x.size()), y2(x.size());
   RowMeanRstd s1[40], s2[40];
-  ops.ln_forward_rows(y1.data(), stride, x.data(), stride, p.gc.data(), p.bc.data(), count, d, 1e-5, false, count, s1);
-  ops.ln_forward_rows_narrow(y2.data(), stride, x.data(), stride, p.gn.data(),
-                             std::is_same_v<T, bf16> ? nullptr : p.bn.data(), count, d, 1e-5, false, count, s2);
+  ops.ln_forward_rows(y1.data(), stride, x.data(), stride, p.gc.data(), p.bc.data(), count, d, 1e-5, stream, count, s1);
+  if (form == Form::kPlain)
+    ops.ln_forward_rows_plain(y2.data(), stride, x.data(), stride, p.gamma.data(), p.beta.data(), count, d, 1e-5,
+                              stream, count, s2);
+  else
+    ops.ln_forward_rows_narrow(y2.data(), stride, x.data(), stride, p.gn.data(),
+                               std::is_same_v<T, bf16> ? nullptr : p.bn.data(), count, d, 1e-5, stream, count, s2);
   EXPECT_TRUE(same_bytes(y1, y2, y1.size()));
   for (int64_t r = 0; r < count; ++r) {
     EXPECT_EQ(s1[r].mean, s2[r].mean) << "row " << r;
@@ -200,48 +214,14 @@ TEST(NarrowAffine, BatchesGiveTheSameBitsAsTwoF32Arrays) {
 TEST(NarrowAffine, PlainBf16ArraysGiveTheSameBitsAsTwoF32Arrays) {
   int targets_with_plain = 0;
   addnorm::testing::for_each_simd_target([&] {
-    const auto& ops = addnorm::detail::row_ops<bf16>();
-    if (ops.ln_forward_plain == nullptr) return;
-    ASSERT_NE(ops.ln_forward_rows_plain, nullptr);
+    if (addnorm::detail::row_ops<bf16>().ln_forward_plain == nullptr) return;
     ++targets_with_plain;
     for (int64_t d : {16, 100, 128, 768, 4096, 4100})
-      for (int64_t shift : {0, 3}) {
-        SCOPED_TRACE("d " + std::to_string(d) + " shift " + std::to_string(shift));
-        const Params<bf16> p(d);
-        Placed<float> gc(p.gc, shift), bc(p.bc, shift);
-        Placed<bf16> gt(p.gamma, shift), bt(p.beta, shift);
-        addnorm::testing::Rng rng(static_cast<uint64_t>(d * 3 + shift));
-        Placed<bf16> x(addnorm::testing::random_vector<bf16>(d, rng, 0.5, 2.0), shift), y1(d, shift), y2(d, shift);
-        addnorm::testing::for_each_walk<bf16>(d, [&](const NextRows* next, bool stream) {
-          const RowMeanRstd a = ops.ln_forward(y1.data(), x.data(), gc.data(), bc.data(), d, 1e-5, stream, next);
-          const RowMeanRstd b = ops.ln_forward_plain(y2.data(), x.data(), gt.data(), bt.data(), d, 1e-5, stream, next);
-          EXPECT_TRUE(same_bytes(y1, y2, static_cast<size_t>(d)));
-          EXPECT_EQ(a.mean, b.mean);
-          EXPECT_EQ(a.rstd, b.rstd);
-        });
-      }
+      for (int64_t shift : {0, 3}) check_one_row<bf16>(d, shift, Form::kPlain);
     for (int64_t count : {1, 5, 16, 17, 40})
-      for (int64_t d : {16, 64, 100, 128, 1000, 4100}) {
-        SCOPED_TRACE("count " + std::to_string(count) + " d " + std::to_string(d));
-        const Params<bf16> p(d);
-        const int64_t stride = d + 3;  // rows off their lines
-        addnorm::testing::Rng rng(static_cast<uint64_t>(count * 100 + d));
-        const auto x = addnorm::testing::random_vector<bf16>((count + 16) * stride, rng, -1.0, 3.0);
-        std::vector<bf16> y1(x.size()), y2(x.size());
-        RowMeanRstd s1[40], s2[40];
-        for (bool stream : {false, true}) {
-          if (stream && d > 1000) continue;  // batches stream rows of at most 3 KiB (norm_batch_rows)
-          ops.ln_forward_rows(y1.data(), stride, x.data(), stride, p.gc.data(), p.bc.data(), count, d, 1e-5, stream,
-                              count, s1);
-          ops.ln_forward_rows_plain(y2.data(), stride, x.data(), stride, p.gamma.data(), p.beta.data(), count, d, 1e-5,
-                                    stream, count, s2);
-          EXPECT_TRUE(same_bytes(y1, y2, y1.size()));
-          for (int64_t r = 0; r < count; ++r) {
-            EXPECT_EQ(s1[r].mean, s2[r].mean) << "row " << r;
-            EXPECT_EQ(s1[r].rstd, s2[r].rstd) << "row " << r;
-          }
-        }
-      }
+      for (int64_t d : {16, 64, 100, 128, 1000, 4100})
+        for (bool stream : {false, true})
+          if (!stream || d <= 1000) check_batch<bf16>(count, d, Form::kPlain, stream);  // streamed: rows under 3 KiB
   });
   if (__builtin_cpu_supports("avx2")) {
     EXPECT_GE(targets_with_plain, 1) << "the AVX2 target has no plain form";
