@@ -133,12 +133,16 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
       return ops.add_layer_norm_forward_row_narrow_f32;
   }();
   // Wide bf16 and f16 rows, LayerNorm with gamma and beta: the two in their narrow form
-  // (narrow_affine_t in simd/row_ops.hpp), as layer_norm_forward does; else gamma and beta in C.
+  // (narrow_affine_t in simd/row_ops.hpp), as layer_norm_forward does, and so are f16's for fewer
+  // than kPlacedRows rows (their narrow form is f16 itself: nothing converted per call); else gamma
+  // and beta in C.
   using N = detail::narrow_affine_t<T>;
   bool narrow = false;
   std::pair<const N*, const N*> gbn{nullptr, nullptr};
   if constexpr (!std::is_void_v<N>) {
-    narrow = narrow_row != nullptr && layer && d >= detail::kNarrowAffineCols<T> && !gamma.empty() && !beta.empty();
+    const bool few = std::is_same_v<N, T> && rows < detail::kPlacedRows;
+    narrow =
+        narrow_row != nullptr && layer && (d >= detail::kNarrowAffineCols<T> || few) && !gamma.empty() && !beta.empty();
     if (narrow) gbn = detail::narrow_affine(gamma, beta, y.data(), rows, d, stream);
   }
   const C* g = narrow ? nullptr : detail::placed_for<0, C>(gamma, y.data(), rows, d, stream);

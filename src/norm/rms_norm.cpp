@@ -52,8 +52,9 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
       if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(rs);
     });
   };
-  // Wide bf16 and f16 rows: gamma in T (rms_narrow_cols in simd/row_ops.hpp).
-  if (ops.rms_forward_narrow != nullptr && d >= ops.rms_narrow_cols && !gamma.empty())
+  // Wide bf16 and f16 rows, and fewer than kPlacedRows of them (nothing converted per call): gamma
+  // in T (rms_narrow_cols in simd/row_ops.hpp).
+  if (ops.rms_forward_narrow != nullptr && (d >= ops.rms_narrow_cols || rows < detail::kPlacedRows) && !gamma.empty())
     return run(detail::placed_for<0, T>(gamma, y.data(), rows, d, stream), ops.rms_forward_rows_narrow,
                ops.rms_forward_narrow);
   run(detail::placed_for<0, compute_t<T>>(gamma, y.data(), rows, d, stream), ops.rms_forward_rows, ops.rms_forward);

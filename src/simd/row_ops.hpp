@@ -285,6 +285,11 @@ struct RowOps {
   // scale: df = g * ls, pls += g * f (ls in C); f_next (or null) is prefetched.
   void (*layer_scale_backward_row)(T* df, S* pls, const T* g, const T* f, const C* ls, int64_t d, bool stream,
                                    const T* f_next);
+  // out[i] = C(p[i]) for i < n: a parameter vector (gamma, beta) in the compute type, for
+  // placed_for (norm/workspace.hpp), in the target's vectors (row_map in vec_map.inc). Element by
+  // element, a bf16/f16 LayerNorm forward of one row spent more time converting gamma and beta
+  // than normalizing the row (f16 1 x 4096 on Zen 3: three quarters of the call).
+  void (*widen)(C* out, const T* p, int64_t n);
   // The parameter gradients' partials reduced for the columns [c0, c1) (param_reduce in
   // norm_backward.inc; buf: [chunk][dgamma d | dbeta d], chunk 0 accumulates): dgamma, dbeta +=
   // the partials' sums in chunk order (each skipped when null).

@@ -3,12 +3,15 @@
 // and placed_for, which puts gamma / beta where the row kernels' vector loops load them from whole lines.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "../../src/norm/workspace.hpp"
+#include "norm_testing.hpp"
 
 namespace {
 
@@ -96,5 +99,32 @@ TEST(Placement, ParametersSitLikeTheRowsTheyServe) {
   for (int i = 0; i < 768; ++i) ASSERT_EQ(gf[i], static_cast<float>(i % 200)) << i;
   EXPECT_EQ((placed_for<7, float>(std::span<const float>{}, out_f, 16, 768, false)), nullptr);
 }
+
+// 16-bit parameters in f32 (RowOps::widen, the target's vectors): every bit pattern (zeros,
+// denormals, Inf, NaN of every payload) the same bits as the scalar conversion, on every SIMD target
+// this CPU supports, at every length up to 3 vectors and an offset (the tails), at both placements.
+template <class T>
+void check_widened_bits() {
+  std::vector<T> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i].bits = static_cast<uint16_t>(i);
+  std::vector<T> out_buf(64 + 4096);
+  const T* out = past_a_line(out_buf, 6);  // streamed rows then start a vector 3 elements on
+  addnorm::testing::for_each_simd_target([&] {
+    for (const bool stream : {false, true}) {
+      const float* got = placed_for<7, float>(std::span<const T>(all), out, 16, 65536, stream);
+      for (size_t i = 0; i < all.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(static_cast<float>(all[i])))
+            << "bits 0x" << std::hex << i << (stream ? " streamed" : "");
+    }
+    for (size_t n = 1; n <= 50; ++n) {
+      const std::span<const T> p(all.data() + 0x3f00 + n, n);  // 1.0-ish values, n of them
+      const float* got = placed_for<7, float>(p, out, 16, static_cast<int64_t>(n), false);
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], static_cast<float>(p[i])) << "n " << n << ", i " << i;
+    }
+  });
+}
+
+TEST(PlacedFor, Bf16ParametersWidenToTheSameBitsOnEveryTarget) { check_widened_bits<addnorm::bf16>(); }
+TEST(PlacedFor, F16ParametersWidenToTheSameBitsOnEveryTarget) { check_widened_bits<addnorm::f16>(); }
 
 }  // namespace
