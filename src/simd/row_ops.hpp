@@ -113,11 +113,12 @@ struct Bf16Affine {
 };
 
 // Gamma and beta in their narrow form, which LayerNorm forward and the fused LayerNorm forward read
-// for rows of kNarrowAffineCols<T> or more (RowOps::ln_forward_narrow and the other *_narrow entries):
-// for bf16 both packed in one array (Bf16Affine; the kernels' b is null), for f16 two f16 arrays
-// (converted as they are loaded). Narrower rows, and f32/f64 (void: no narrow form), read gamma and
-// beta converted once per call to two arrays of the compute type, 8 bytes per element; with the
-// row they outgrow L1 (48 KiB here) from 4096 bf16 or 5120 f16 elements on.
+// for rows of kNarrowAffineCols<T> or more (RowOps::ln_forward_narrow and the other *_narrow entries),
+// and f16 for calls of fewer than kPlacedRows rows too (norm/workspace.hpp): for bf16 both packed in
+// one array (Bf16Affine; the kernels' b is null), for f16 two f16 arrays (converted as they are
+// loaded). Narrower rows, and f32/f64 (void: no narrow form), read gamma and beta converted once per
+// call to two arrays of the compute type, 8 bytes per element; with the row they outgrow L1 (48 KiB
+// here) from 4096 bf16 or 5120 f16 elements on.
 // One thread, side by side: bf16 LayerNorm forward 4096 x 4096 54 -> 57 GB/s, 2048 x 8192 35 -> 51,
 // 2048 x 12288 34 -> 46, the fused forward 2048 x 8192 30 -> 43; f16 LayerNorm forward 4096 x 6144
 // 37 -> 47, 2048 x 8192 33 -> 45, 1024 x 16384 28 -> 42, the fused forward 2048 x 8192 29 -> 37.

@@ -3,8 +3,8 @@
 // they are instead of converted once per call: src/norm/workspace.hpp), and every path must give the
 // bits the many-row path gives. A decoder's one-token step then normalizes its row exactly as the
 // prompt's pass did. LayerNorm, RMSNorm and the fused pre-norm forward, every element type, every
-// SIMD target this CPU supports, widths on both sides of each threshold (ln_plain_cols 1024,
-// rms_narrow_cols 128, kNarrowAffineCols 4096 / 5120).
+// SIMD target this CPU supports, widths under a vector and on both sides of each threshold
+// (ln_plain_cols 1024, rms_narrow_cols 128, kNarrowAffineCols 4096 / 5120).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -26,7 +26,7 @@ using addnorm::f16;
 using addnorm::View2D;
 
 constexpr int64_t kRows = 24;  // the many-row call: batches of rows, parameters converted once
-constexpr int64_t kWidths[] = {16, 64, 100, 128, 512, 768, 1024, 1100, 4096, 5200};
+constexpr int64_t kWidths[] = {1, 3, 8, 16, 64, 100, 128, 512, 768, 1024, 1100, 4096, 5200};
 
 template <class T>
 ::testing::AssertionResult same_rows(const char* what, const std::vector<T>& all, const std::vector<T>& few,
