@@ -63,11 +63,13 @@ inline constexpr int64_t kPlacedRows = 4;
 
 // A parameter vector (gamma, beta) of d elements as U (its own type, or the compute type) for
 // `rows` rows written at out: the span itself when it is of type U and already at
-// line_offset_for's offset, or when there are too few rows (kPlacedRows) for a copy to pay; else a copy
-// converted into this thread's scratch slot Slot at that offset; null when empty. Valid until the
-// next call with the same slot on this thread. Measurements: row_has_head in simd/row_ops.hpp.
+// line_offset_for's offset, or when there are too few rows (kPlacedRows) for a copy to pay; else a
+// copy, converted (RowOps::widen), into this thread's scratch slot Slot at that offset; null when
+// empty. Valid until the next call with the same slot on this thread. Measurements: row_has_head in
+// simd/row_ops.hpp.
 template <int Slot, class U, class T, class O>
 const U* placed_for(std::span<const T> p, const O* out, int64_t rows, int64_t d, bool stream) {
+  static_assert(std::is_same_v<U, T> || std::is_same_v<U, compute_t<T>>);
   if (p.empty()) return nullptr;
   const size_t off = line_offset_for<U>(out, d, stream);
   if constexpr (std::is_same_v<U, T>)
@@ -76,10 +78,8 @@ const U* placed_for(std::span<const T> p, const O* out, int64_t rows, int64_t d,
   U* dst = reinterpret_cast<U*>(reinterpret_cast<char*>(buf) + off);
   if constexpr (std::is_same_v<U, T>)
     std::memcpy(static_cast<void*>(dst), p.data(), p.size() * sizeof(T));
-  else if constexpr (std::is_same_v<U, compute_t<T>>)
-    row_ops<T>().widen(dst, p.data(), static_cast<int64_t>(p.size()));
   else
-    for (size_t i = 0; i < p.size(); ++i) dst[i] = static_cast<U>(p[i]);
+    row_ops<T>().widen(dst, p.data(), static_cast<int64_t>(p.size()));
   return dst;
 }
 

@@ -42,7 +42,7 @@ template <class T>
 
 // Each of the calls: rows [first, first + n) alone, for n = 1, 2, 3 (first = 5: off row 0's
 // alignment), against the same rows of one call over all kRows rows.
-template <class T, class F>
+template <class F>
 void for_few_rows(int64_t d, const F& check) {
   for (int64_t n = 1; n < addnorm::detail::kPlacedRows; ++n) {
     SCOPED_TRACE("rows " + std::to_string(n) + " of " + std::to_string(d));
@@ -61,7 +61,7 @@ void check_layer_norm(int64_t d) {
   std::vector<S> mean(kRows), rstd(kRows);
   addnorm::layer_norm_forward<T>(View2D<T>(y.data(), kRows, d), mean, rstd, View2D<const T>(x.data(), kRows, d), gamma,
                                  beta, 1e-5);
-  for_few_rows<T>(d, [&](int64_t first, int64_t n) {
+  for_few_rows(d, [&](int64_t first, int64_t n) {
     std::vector<T> y1(static_cast<size_t>(n * d));
     std::vector<S> m1(static_cast<size_t>(n)), r1(static_cast<size_t>(n));
     addnorm::layer_norm_forward<T>(View2D<T>(y1.data(), n, d), m1, r1, View2D<const T>(x.data() + first * d, n, d),
@@ -81,7 +81,7 @@ void check_rms_norm(int64_t d) {
   std::vector<T> y(x.size());
   std::vector<S> rstd(kRows);
   addnorm::rms_norm_forward<T>(View2D<T>(y.data(), kRows, d), rstd, View2D<const T>(x.data(), kRows, d), gamma, 1e-5);
-  for_few_rows<T>(d, [&](int64_t first, int64_t n) {
+  for_few_rows(d, [&](int64_t first, int64_t n) {
     std::vector<T> y1(static_cast<size_t>(n * d));
     std::vector<S> r1(static_cast<size_t>(n));
     addnorm::rms_norm_forward<T>(View2D<T>(y1.data(), n, d), r1, View2D<const T>(x.data() + first * d, n, d), gamma,
@@ -109,7 +109,7 @@ void check_add_norm(int64_t d, addnorm::NormKind kind) {
   addnorm::add_norm_forward<T, R>(View2D<R>(s.data(), kRows, d), View2D<T>(y.data(), kRows, d), mean, rstd,
                                   View2D<const R>(h.data(), kRows, d), View2D<const T>(f.data(), kRows, d), gamma, beta,
                                   options);
-  for_few_rows<T>(d, [&](int64_t first, int64_t n) {
+  for_few_rows(d, [&](int64_t first, int64_t n) {
     std::vector<R> s1(static_cast<size_t>(n * d));
     std::vector<T> y1(static_cast<size_t>(n * d));
     std::vector<S> m1(layer ? static_cast<size_t>(n) : 0), r1(static_cast<size_t>(n));
