@@ -173,7 +173,7 @@ void add_norm_forward(View2D<R> s, View2D<T> y, std::span<stat_t<T>> mean, std::
       return;
     }
   }
-  detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, detail::RowFetch fetch) {
+  detail::for_row_blocks(rows, nt, stream, row_bytes, false, [&](int64_t r, detail::RowFetch fetch) {
     KeepRow<C> drop(d);
     R* t = detail::scratch<R, 4>(static_cast<size_t>(d));
     const C* keep = drop.fill(ops, options.dropout, sc, r, d);

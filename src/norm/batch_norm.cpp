@@ -222,16 +222,17 @@ void batch_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
     });
     return;
   }
-  detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t r, detail::RowFetch fetch) {
-    const T* xr = x.row(r);
-    T* yr = y.row(r);
-    if (!is_valid(mask, r)) {
-      std::fill(yr, yr + d, T{0});
-      return;
-    }
-    detail::NextRows next;
-    ops.bn_forward_row(yr, xr, m_hi, a, cst, d, stream, detail::next_rows(next, fetch, r, x));
-  });
+  detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), ops.wide_row_walk,
+                         [&](int64_t r, detail::RowFetch fetch) {
+                           const T* xr = x.row(r);
+                           T* yr = y.row(r);
+                           if (!is_valid(mask, r)) {
+                             std::fill(yr, yr + d, T{0});
+                             return;
+                           }
+                           detail::NextRows next;
+                           ops.bn_forward_row(yr, xr, m_hi, a, cst, d, stream, detail::next_rows(next, fetch, r, x));
+                         });
 }
 
 // dx: (rows, d) =    dgamma, dbeta: (d) +=    dy, x: (rows, d)    mask: (rows) or empty
@@ -315,16 +316,17 @@ void batch_norm_backward(View2D<T> dx, std::span<T> dgamma, std::span<T> dbeta, 
     });
     return;
   }
-  detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), [&](int64_t r, detail::RowFetch fetch) {
-    T* dxr = dx.row(r);
-    if (!is_valid(mask, r)) {
-      std::fill(dxr, dxr + d, T{0});
-      return;
-    }
-    detail::NextRows next;
-    ops.bn_backward_row(dxr, x.row(r), dy.row(r), m, s, gm, k1, k2, d, stream,
-                        detail::next_rows(next, fetch, r, x, dy));
-  });
+  detail::for_row_blocks(rows, nt, stream, d * static_cast<int64_t>(sizeof(T)), false,
+                         [&](int64_t r, detail::RowFetch fetch) {
+                           T* dxr = dx.row(r);
+                           if (!is_valid(mask, r)) {
+                             std::fill(dxr, dxr + d, T{0});
+                             return;
+                           }
+                           detail::NextRows next;
+                           ops.bn_backward_row(dxr, x.row(r), dy.row(r), m, s, gm, k1, k2, d, stream,
+                                               detail::next_rows(next, fetch, r, x, dy));
+                         });
 }
 
 #define ADDNORM_INSTANTIATE(T)                                                                                     \

@@ -54,7 +54,7 @@ void layer_norm_forward(View2D<T> y, std::span<stat_t<T>> mean, std::span<stat_t
       });
       return;
     }
-    detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, detail::RowFetch fetch) {
+    detail::for_row_blocks(rows, nt, stream, row_bytes, ops.wide_row_walk, [&](int64_t r, detail::RowFetch fetch) {
       detail::NextRows next;
       save(r, row_kernel(r, detail::next_rows(next, fetch, r, x)));
     });

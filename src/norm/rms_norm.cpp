@@ -46,7 +46,7 @@ void rms_norm_forward(View2D<T> y, std::span<stat_t<T>> rstd, View2D<const T> x,
       });
       return;
     }
-    detail::for_row_blocks(rows, nt, stream, row_bytes, [&](int64_t r, detail::RowFetch fetch) {
+    detail::for_row_blocks(rows, nt, stream, row_bytes, ops.wide_row_walk, [&](int64_t r, detail::RowFetch fetch) {
       detail::NextRows next;
       const double rs = row_kernel(y.row(r), x.row(r), g, d, eps, stream, detail::next_rows(next, fetch, r, x));
       if (!rstd.empty()) rstd[r] = static_cast<stat_t<T>>(rs);

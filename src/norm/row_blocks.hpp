@@ -14,7 +14,7 @@
 
 #include "addnorm/core/error.hpp"
 #include "addnorm/core/parallel.hpp"
-#include "simd/row_ops.hpp"
+#include "../simd/row_ops.hpp"  // relative: tests include this header too
 
 namespace addnorm::detail {
 
@@ -53,41 +53,58 @@ void for_thread_blocks(int64_t rows, int threads, bool large, F&& block) {
 //   the row after next into L3 and walks odd rows back, so that gamma and beta, read last, are read
 //   first again from L1 beside a 16 KiB row (+6-20% on the Zen 5). On a Zen 3 both cost: without
 //   them the f32 LayerNorm and RMSNorm forwards ran 1.1-1.3x faster (4096 x 4096, 2048 x 8192) and
-//   BatchNorm's backward 1.2x. Some backward passes keep them on any L1 (row_fetch).
-// An unknown size or associativity counts as narrow. ADDNORM_WIDE_L1=1 or 0 overrides (tests run both
-// paths); read once per large call (where rows are streamed or prefetched), never per row.
-inline bool l1_is_wide() {
+//   BatchNorm's backward 1.2x. Some backward passes keep them on any L1 (row_fetch), and so do the
+//   f32 forwards on the AVX-512 targets, where they gained on a Zen 4 (RowOps::wide_row_walk).
+// An unknown size or associativity counts as narrow. ADDNORM_WIDE_L1=1 or 0 pins the answer, and
+// both choices with it (tests run both paths: l1_pinned); read once per large call (where rows are
+// streamed or prefetched), never per row.
+inline int l1_pinned() {  // 1 or 0 as ADDNORM_WIDE_L1 pins it, -1 when it is not set
   if (const char* env = std::getenv("ADDNORM_WIDE_L1"); env != nullptr && *env != '\0') {
     const std::string_view v(env);
     require(v == "0" || v == "1", "ADDNORM_WIDE_L1", "expected 0 or 1, got '", v, "'");
-    return v == "1";
+    return v == "1" ? 1 : 0;
   }
+  return -1;
+}
+inline bool l1_is_wide() {
+  if (const int pinned = l1_pinned(); pinned >= 0) return pinned == 1;
   static const bool wide = sysconf(_SC_LEVEL1_DCACHE_SIZE) >= 48 * 1024 && sysconf(_SC_LEVEL1_DCACHE_ASSOC) >= 12;
   return wide;
 }
 
+// Whether the rows of kBackwardWalkCols or more of a call take the wide L1's walk: on a wide L1, or
+// on any L1 where `any_l1` (RowOps::wide_row_walk), unless ADDNORM_WIDE_L1 pins the answer.
+inline bool walks_wide_rows(bool any_l1) {
+  if (const int pinned = l1_pinned(); pinned >= 0) return pinned == 1;
+  return any_l1 || l1_is_wide();
+}
+
 // What row r's last pass prefetches (next_rows_far): row r + 1, when `next` (it exists and is worth
-// fetching), in the way that suits the L1 (`wide_l1`, l1_is_wide: read once per call).
+// fetching), and whether rows of kBackwardWalkCols or more take the wide L1's walk (`wide_l1`:
+// walks_wide_rows, read once per call).
 struct RowFetch {
   bool next = false;
   bool wide_l1 = false;
 };
 
-// The RowFetch of the rows of a call that prefetches when `prefetch` (l1_is_wide read only then):
-// the forwards, BatchNorm's backward and the double backward. The backward passes of LayerNorm and
+// The RowFetch of the rows of a call that prefetches when `prefetch` (walks_wide_rows(walk_any_l1)
+// read only then): the forwards, BatchNorm's backward and the double backward. The backward passes of LayerNorm and
 // RMSNorm in pairs (for_chunk_row_pairs) and of the fused Add & Norm keep the wide L1's walk on any
 // L1: without it they lost on the Zen 3 (f32 4096 x 4100, where no fours run: LayerNorm 0.87-0.94,
 // RMSNorm 0.96-0.97, 1 and 2 threads, 1-2 of 6 rounds won; the fused backward 0.92-0.97 in f32).
-inline RowFetch row_fetch(bool prefetch) { return {prefetch, prefetch && l1_is_wide()}; }
+inline RowFetch row_fetch(bool prefetch, bool walk_any_l1 = false) {
+  return {prefetch, prefetch && walks_wide_rows(walk_any_l1)};
+}
 
 // RowFetch of row r of `rows` from the call's.
 inline RowFetch fetch_of(RowFetch call, int64_t r, int64_t rows) { return {call.next && r + 1 < rows, call.wide_l1}; }
 
 // f(r, fetch) for 0 <= r < rows on `threads` threads; fetch (RowFetch): whether row r + 1 exists and
-// is worth prefetching, and how. `large`: the output is streamed (fenced at the end of each block).
+// is worth prefetching, and how (`walk_any_l1`: row_fetch's). `large`: the output is streamed (fenced
+// at the end of each block).
 template <class F>
-void for_row_blocks(int64_t rows, int threads, bool large, int64_t row_bytes, F&& f) {
-  const RowFetch call = row_fetch(prefetch_rows(large, row_bytes));
+void for_row_blocks(int64_t rows, int threads, bool large, int64_t row_bytes, bool walk_any_l1, F&& f) {
+  const RowFetch call = row_fetch(prefetch_rows(large, row_bytes), walk_any_l1);
   for_thread_blocks(rows, threads, large, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) f(r, fetch_of(call, r, rows));
   });

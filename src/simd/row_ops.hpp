@@ -195,6 +195,9 @@ struct RowOps {
   void (*rms_forward_rows_narrow)(T* y, int64_t ys, const T* x, int64_t xs, const T* g, int64_t count, int64_t d,
                                   double eps, bool stream, int64_t ahead, double* rstd) = nullptr;
   int64_t rms_narrow_cols = kNarrowGammaCols;
+  // Whether the forwards' rows of kBackwardWalkCols or more take the wide L1's walk (next_rows_far in
+  // norm/row_blocks.hpp: the far row, odd rows walked back) on any L1: f32 on the AVX-512 targets.
+  bool wide_row_walk = false;
   void (*ln_backward)(T* dx, S* pdg, S* pdb, const T* dy, const T* x, S mean, S rstd, const T* g, int64_t d,
                       bool stream, const NextRows* next);
   // Two rows at once (the partial sums read and written once for both); next0/next1: prefetched
