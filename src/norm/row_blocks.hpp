@@ -88,10 +88,11 @@ struct RowFetch {
 };
 
 // The RowFetch of the rows of a call that prefetches when `prefetch` (walks_wide_rows(walk_any_l1)
-// read only then): the forwards, BatchNorm's backward and the double backward. The backward passes of LayerNorm and
-// RMSNorm in pairs (for_chunk_row_pairs) and of the fused Add & Norm keep the wide L1's walk on any
-// L1: without it they lost on the Zen 3 (f32 4096 x 4100, where no fours run: LayerNorm 0.87-0.94,
-// RMSNorm 0.96-0.97, 1 and 2 threads, 1-2 of 6 rounds won; the fused backward 0.92-0.97 in f32).
+// read only then): the forwards, BatchNorm's backward and the double backward. The backward passes
+// of LayerNorm and RMSNorm in pairs (for_chunk_row_pairs) and of the fused Add & Norm keep the wide
+// L1's walk on any L1: without it they lost on the Zen 3 (f32 4096 x 4100, where no fours run:
+// LayerNorm 0.87-0.94, RMSNorm 0.96-0.97, 1 and 2 threads, 1-2 of 6 rounds won; the fused backward
+// 0.92-0.97 in f32).
 inline RowFetch row_fetch(bool prefetch, bool walk_any_l1 = false) {
   return {prefetch, prefetch && walks_wide_rows(walk_any_l1)};
 }
